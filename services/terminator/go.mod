@@ -1,0 +1,8 @@
+module github.com/fleetwright/fleetwright/services/terminator
+
+go 1.26
+
+replace (
+	github.com/fleetwright/fleetwright/pkg => ../../pkg
+	github.com/fleetwright/fleetwright/proto => ../../proto
+)

@@ -1,0 +1,321 @@
+// Package localcluster runs a real Kubernetes control plane on loopback, with no Docker:
+// etcd, kube-apiserver, kube-controller-manager and kube-scheduler built from pinned Go modules
+// (modules/), plus kwok playing the kubelet of every Node annotated kwok.x-k8s.io/node=fake.
+//
+//	EnsureBinaries ──> BinDir (~/.cache/fleetwright/localcluster/<versions>/bin, built once)
+//	Start ──> etcd ──> kube-apiserver (self-signed TLS, token auth, RBAC) ──> kubeconfig
+//	             ──> kube-controller-manager, kube-scheduler (healthz) ──> kwok
+//	Stop  ──> SIGTERM in reverse order, SIGKILL after a grace period; children also die with
+//	          their parent (Pdeathsig), so nothing is left running.
+//
+// Tests get a shared cluster from the clustertest package; `make up` runs one through tools/stack.
+package localcluster
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/fleetwright/fleetwright/tools/proc"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Options configure Start.
+type Options struct {
+	// Dir holds data, certificates, logs and the kubeconfig. Created if missing; Start wipes
+	// nothing in it except etcd's data when Fresh is set.
+	Dir string
+	// Out receives progress lines (building, starting, ready). Nil discards them.
+	Out io.Writer
+	// APIServerPort pins the apiserver's port; 0 picks a free one.
+	APIServerPort int
+	// Fresh discards etcd data from an earlier run in Dir.
+	Fresh bool
+}
+
+// Cluster is a running control plane.
+type Cluster struct {
+	Dir        string // working directory
+	LogDir     string // one <component>.log per process
+	Kubeconfig string // path of an admin kubeconfig
+	Server     string // https://127.0.0.1:<port>
+	Token      string // admin bearer token (group system:masters)
+	BinDir     string // where etcd, kube-*, kubectl and kwok live
+
+	procs []*proc.Process
+	out   io.Writer
+}
+
+// Start builds missing binaries, starts every component and waits until the API is ready and
+// the controller manager and scheduler report healthy. On error everything started is stopped.
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
+	out := opts.Out
+	if out == nil {
+		out = io.Discard
+	}
+	binDir, err := EnsureBinaries(ctx, out)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Dir == "" {
+		return nil, errors.New("starting local cluster: Options.Dir is required")
+	}
+	c := &Cluster{Dir: opts.Dir, LogDir: filepath.Join(opts.Dir, "logs"), BinDir: binDir, out: out,
+		Kubeconfig: filepath.Join(opts.Dir, "kubeconfig")}
+	if opts.Fresh {
+		_ = os.RemoveAll(filepath.Join(opts.Dir, "etcd"))
+	}
+	for _, d := range []string{c.LogDir, filepath.Join(opts.Dir, "pki"), filepath.Join(opts.Dir, "etcd")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", d, err)
+		}
+	}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+		}
+	}()
+	started := time.Now()
+	ports, err := freePorts(5)
+	if err != nil {
+		return nil, err
+	}
+	etcdPort, peerPort, cmPort, schedPort := ports[0], ports[1], ports[2], ports[3]
+	apiPort := ports[4]
+	if opts.APIServerPort != 0 {
+		apiPort = opts.APIServerPort
+	}
+	if err := c.startEtcd(ctx, etcdPort, peerPort); err != nil {
+		return nil, err
+	}
+	saKey, saPub, err := c.startAPIServer(ctx, etcdPort, apiPort)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.startControllers(ctx, saKey, saPub, cmPort, schedPort); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "localcluster: control plane ready at %s in %s (kubeconfig %s)\n", c.Server, time.Since(started).Round(100*time.Millisecond), c.Kubeconfig)
+	return c, nil
+}
+
+func (c *Cluster) startEtcd(ctx context.Context, port, peerPort int) error {
+	url := "http://127.0.0.1:" + strconv.Itoa(port)
+	p, err := proc.Start(Etcd, filepath.Join(c.BinDir, Etcd), []string{
+		"--data-dir", filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls", url, "--advertise-client-urls", url,
+		"--listen-peer-urls", "http://127.0.0.1:" + strconv.Itoa(peerPort),
+		"--initial-advertise-peer-urls", "http://127.0.0.1:" + strconv.Itoa(peerPort),
+		"--initial-cluster", "default=http://127.0.0.1:" + strconv.Itoa(peerPort),
+		"--quota-backend-bytes", strconv.Itoa(2 << 30),
+		"--log-level", "warn",
+	}, nil, c.LogDir)
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, p)
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return proc.WaitFor(wctx, p, "etcd", func(ctx context.Context) error { return httpOK(ctx, nil, url+"/health", "") })
+}
+
+func (c *Cluster) startAPIServer(ctx context.Context, etcdPort, port int) (string, string, error) {
+	pki := filepath.Join(c.Dir, "pki")
+	saKey, saPub, err := writeServiceAccountKeys(pki)
+	if err != nil {
+		return "", "", err
+	}
+	tokenFile, token, err := writeTokenFile(pki)
+	if err != nil {
+		return "", "", err
+	}
+	c.Token = token
+	c.Server = "https://127.0.0.1:" + strconv.Itoa(port)
+	p, err := proc.Start(KubeAPIServer, filepath.Join(c.BinDir, KubeAPIServer), []string{
+		"--etcd-servers", "http://127.0.0.1:" + strconv.Itoa(etcdPort),
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(port),
+		"--cert-dir", pki,
+		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file", saPub,
+		"--service-account-signing-key-file", saKey,
+		"--token-auth-file", tokenFile,
+		"--authorization-mode", "RBAC",
+		"--service-cluster-ip-range", "10.0.0.0/24",
+		"--allow-privileged",
+		"--disable-admission-plugins", "ServiceAccount",
+		"--v", "1",
+	}, nil, c.LogDir)
+	if err != nil {
+		return "", "", err
+	}
+	c.procs = append(c.procs, p)
+	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
+	// /readyz turns ok only once the post-start hooks (RBAC bootstrap roles, priority classes)
+	// have run, so clients can rely on them from here on.
+	if err := proc.WaitFor(wctx, p, "kube-apiserver /readyz", func(ctx context.Context) error {
+		return httpOK(ctx, insecure, c.Server+"/readyz", token)
+	}); err != nil {
+		return "", "", err
+	}
+	if err := c.writeKubeconfig(filepath.Join(pki, "apiserver.crt")); err != nil {
+		return "", "", err
+	}
+	return saKey, saPub, nil
+}
+
+func (c *Cluster) writeKubeconfig(caPath string) error {
+	ca, err := os.ReadFile(caPath)
+	if err != nil {
+		return fmt.Errorf("reading apiserver certificate: %w", err)
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["fleetwright-local"] = &clientcmdapi.Cluster{Server: c.Server, CertificateAuthorityData: ca}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: c.Token}
+	cfg.Contexts["fleetwright-local"] = &clientcmdapi.Context{Cluster: "fleetwright-local", AuthInfo: "admin"}
+	cfg.CurrentContext = "fleetwright-local"
+	if err := clientcmd.WriteToFile(*cfg, c.Kubeconfig); err != nil {
+		return fmt.Errorf("writing kubeconfig: %w", err)
+	}
+	return nil
+}
+
+func (c *Cluster) startControllers(ctx context.Context, saKey, saPub string, cmPort, schedPort int) error {
+	_ = saPub
+	pki := filepath.Join(c.Dir, "pki")
+	type component struct {
+		name string
+		port int
+		args []string
+	}
+	components := []component{
+		{KubeControllerManager, cmPort, []string{
+			"--kubeconfig", c.Kubeconfig, "--leader-elect=false",
+			"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(cmPort),
+			"--cert-dir", filepath.Join(pki, "kcm"),
+			"--controllers", "*,-serviceaccount-token,-bootstrapsigner,-tokencleaner",
+			"--service-account-private-key-file", saKey,
+			"--root-ca-file", filepath.Join(pki, "apiserver.crt"),
+			"--node-monitor-grace-period", "40s",
+		}},
+		{KubeScheduler, schedPort, []string{
+			"--kubeconfig", c.Kubeconfig, "--leader-elect=false",
+			"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(schedPort),
+			"--cert-dir", filepath.Join(pki, "scheduler"),
+		}},
+	}
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
+	var waits []func() error
+	for _, comp := range components {
+		p, err := proc.Start(comp.name, filepath.Join(c.BinDir, comp.name), comp.args, nil, c.LogDir)
+		if err != nil {
+			return err
+		}
+		c.procs = append(c.procs, p)
+		url := "https://127.0.0.1:" + strconv.Itoa(comp.port) + "/healthz"
+		waits = append(waits, func() error {
+			wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+			defer cancel()
+			return proc.WaitFor(wctx, p, p.Name+" /healthz", func(ctx context.Context) error { return httpOK(ctx, insecure, url, "") })
+		})
+	}
+	kwok, err := proc.Start(Kwok, filepath.Join(c.BinDir, Kwok), []string{
+		"--kubeconfig", c.Kubeconfig,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
+		"--cidr", "10.0.0.1/24", "--node-ip", "10.0.0.1",
+	}, nil, c.LogDir)
+	if err != nil {
+		return err
+	}
+	c.procs = append(c.procs, kwok)
+	for _, w := range waits {
+		if err := w(); err != nil {
+			return err
+		}
+	}
+	if !kwok.Running() {
+		return kwok.ExitError()
+	}
+	return nil
+}
+
+// RESTConfig returns an admin client configuration for the cluster.
+func (c *Cluster) RESTConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", c.Kubeconfig, err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	return cfg, nil
+}
+
+// Client returns an admin clientset.
+func (c *Cluster) Client() (kubernetes.Interface, error) {
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Kubectl is the path of the kubectl built with the control plane.
+func (c *Cluster) Kubectl() string { return filepath.Join(c.BinDir, Kubectl) }
+
+// Healthy returns the first component that has exited, as an error.
+func (c *Cluster) Healthy() error {
+	for _, p := range c.procs {
+		if !p.Running() {
+			return p.ExitError()
+		}
+	}
+	return nil
+}
+
+// Stop terminates every component in reverse start order. It is safe to call twice.
+func (c *Cluster) Stop() error {
+	var errs []error
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		if err := c.procs[i].Stop(10 * time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func httpOK(ctx context.Context, client *http.Client, url, token string) error {
+	if client == nil {
+		client = &http.Client{Timeout: 5 * time.Second}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%w: %s answered %d: %s", errNotReady, url, resp.StatusCode, body)
+	}
+	return nil
+}
+
+var errNotReady = errors.New("not ready")

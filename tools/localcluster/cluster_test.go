@@ -1,0 +1,114 @@
+package localcluster_test
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/fleetwright/fleetwright/tools/localcluster/clustertest"
+)
+
+func TestMain(m *testing.M) { clustertest.Main(m) }
+
+// The getting-started shape on the bare control plane: a Deployment scaled to 5 gives 5
+// Pending pods; a Node annotated for kwok becomes Ready and the 5 pods run on it.
+func TestDeploymentRunsOnKwokNode(t *testing.T) {
+	c := clustertest.Get(t)
+	client, err := c.Client()
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-test"}}
+	_, err = client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	labels := map[string]string{"app": "inflate"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "inflate", Namespace: ns.Name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](5),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "inflate", Image: "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+				}}},
+			},
+		},
+	}
+	_, err = client.AppsV1().Deployments(ns.Name).Create(ctx, dep, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	podsWith := func(pred func(corev1.Pod) bool) int {
+		pods, err := client.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{LabelSelector: "app=inflate"})
+		if err != nil {
+			return -1
+		}
+		n := 0
+		for _, p := range pods.Items {
+			if pred(p) {
+				n++
+			}
+		}
+		return n
+	}
+	unschedulable := func(p corev1.Pod) bool {
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, func() bool { return podsWith(unschedulable) == 5 }, 90*time.Second, 250*time.Millisecond,
+		"5 pods should be Pending with PodScheduled=False/Unschedulable")
+
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        "kwok-node-1",
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels:      map[string]string{"kubernetes.io/hostname": "kwok-node-1", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"},
+		},
+		Spec: corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"},
+		Status: corev1.NodeStatus{
+			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")},
+		},
+	}
+	_, err = client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+
+	require.Eventually(t, func() bool {
+		n, err := client.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 250*time.Millisecond, "kwok should make the annotated node Ready")
+
+	running := func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && p.Spec.NodeName == node.Name }
+	require.Eventually(t, func() bool { return podsWith(running) == 5 }, 90*time.Second, 250*time.Millisecond,
+		"all 5 pods should run on the kwok node")
+
+	// kubectl built with the plane works against the written kubeconfig.
+	out, err := exec.CommandContext(ctx, c.Kubectl(), "--kubeconfig", c.Kubeconfig, "get", "nodes", "-o", "name").CombinedOutput()
+	require.NoError(t, err, string(out))
+	require.Contains(t, strings.TrimSpace(string(out)), "node/kwok-node-1")
+}

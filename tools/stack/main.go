@@ -1,0 +1,109 @@
+// Command stack runs Fleetwright's local stack without Docker: a real Kubernetes control plane
+// with kwok kubelets (tools/localcluster) and a real nats-server with JetStream, each a child
+// of one background supervisor, logging under .local/logs.
+//
+//	stack build    build the control-plane binaries into the cache (progress shown)
+//	stack up       start the supervisor in the background, wait until ready, write .local/env
+//	stack status   show each component
+//	stack down     stop the supervisor and every process it started
+//	stack demo     up, then play the getting-started workload and show each step's time
+//
+// Flags have environment fallbacks (FLEETWRIGHT_STATE, NATS_PORT, KUBE_APISERVER_PORT, NATS_SERVER_BIN).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "stack: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// config is the validated command line, passed down as one struct.
+type config struct {
+	state       string // .local: state, logs, env file
+	natsPort    int
+	apiPort     int
+	natsBin     string
+	noCluster   bool
+	demoTimeout int
+}
+
+func (c config) logDir() string     { return filepath.Join(c.state, "logs") }
+func (c config) pidFile() string    { return filepath.Join(c.state, "supervisor.pid") }
+func (c config) readyFile() string  { return filepath.Join(c.state, "ready") }
+func (c config) envFile() string    { return filepath.Join(c.state, "env") }
+func (c config) clusterDir() string { return filepath.Join(c.state, "cluster") }
+func (c config) natsURL() string    { return "nats://127.0.0.1:" + strconv.Itoa(c.natsPort) }
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(key string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return v
+	}
+	return def
+}
+
+func run() error {
+	if len(os.Args) < 2 {
+		return errors.New("usage: stack build|up|status|down|demo [flags]")
+	}
+	verb := os.Args[1]
+	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
+	var cfg config
+	fs.StringVar(&cfg.state, "state", envOr("FLEETWRIGHT_STATE", ".local"), "directory for state, logs and the env file (env FLEETWRIGHT_STATE)")
+	fs.IntVar(&cfg.natsPort, "nats-port", envInt("NATS_PORT", 4222), "NATS client port on 127.0.0.1 (env NATS_PORT)")
+	fs.IntVar(&cfg.apiPort, "apiserver-port", envInt("KUBE_APISERVER_PORT", 6443), "kube-apiserver port on 127.0.0.1 (env KUBE_APISERVER_PORT)")
+	fs.StringVar(&cfg.natsBin, "nats-server", envOr("NATS_SERVER_BIN", ""), "nats-server binary (env NATS_SERVER_BIN; default: next to this binary)")
+	fs.IntVar(&cfg.demoTimeout, "timeout", 300, "demo: seconds to wait for each step")
+	if err := fs.Parse(os.Args[2:]); err != nil {
+		return err
+	}
+	abs, err := filepath.Abs(cfg.state)
+	if err != nil {
+		return fmt.Errorf("resolving state directory: %w", err)
+	}
+	cfg.state = abs
+	if cfg.natsBin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("locating nats-server: %w", err)
+		}
+		cfg.natsBin = filepath.Join(filepath.Dir(exe), "nats-server")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch verb {
+	case "build":
+		return build(ctx)
+	case "up":
+		return up(ctx, cfg)
+	case "supervise":
+		return supervise(ctx, cfg)
+	case "status":
+		return status(ctx, cfg)
+	case "down":
+		return down(cfg)
+	case "demo":
+		return demo(ctx, cfg)
+	default:
+		return fmt.Errorf("unknown command %q: want build, up, status, down or demo", verb)
+	}
+}
