@@ -1,0 +1,61 @@
+// Package podproj turns Kubernetes pods into the scheduling projection Fleetwright's services
+// exchange (fleetwright.pods.v1.PodProjection), and decides which pods are pending.
+//
+//	corev1.Pod ──Pending?──> yes ──Project──> PodProjection (requests as kube-scheduler sums them,
+//	                                          constraints copied, volume zones resolved)
+//
+// A pod is pending, as Karpenter counts it, when kube-scheduler has marked it
+// PodScheduled=False/Unschedulable and it is not bound, not terminal, not being deleted, not
+// preempting, and not owned by a DaemonSet or a Node (static pod). Whether it is already
+// nominated to an in-flight NodeClaim is for the caller to check (see NominationAnnotation).
+package podproj
+
+import (
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NominationAnnotation is set by the scheduler on each pod it planned capacity for: the
+// NodeClaim the pod waits on. pod-watcher skips such pods while that NodeClaim is in flight.
+const NominationAnnotation = "fleetwright.io/nominated-nodeclaim"
+
+// Pending reports whether the pod waits for capacity that does not exist yet; when it does not,
+// the reason says why (for debug logs).
+func Pending(p *corev1.Pod) (bool, string) {
+	switch {
+	case p.Spec.NodeName != "":
+		return false, "bound to a node"
+	case p.DeletionTimestamp != nil:
+		return false, "being deleted"
+	case p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed:
+		return false, "terminal"
+	case p.Status.NominatedNodeName != "":
+		return false, "preempting on " + p.Status.NominatedNodeName
+	case OwnedBy(p, "DaemonSet"):
+		return false, "DaemonSet pod"
+	case OwnedBy(p, "Node"):
+		return false, "static pod"
+	case !Unschedulable(p):
+		return false, "not marked unschedulable by kube-scheduler"
+	}
+	return true, ""
+}
+
+// Unschedulable reports the PodScheduled=False/Unschedulable condition.
+func Unschedulable(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}
+
+// OwnedBy reports whether the pod's controller is of the given kind.
+func OwnedBy(p *corev1.Pod, kind string) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == kind && (o.Controller == nil || *o.Controller) {
+			return true
+		}
+	}
+	return false
+}
