@@ -1,0 +1,178 @@
+package scheduling
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// explain says in words why a pod was left unplaced, one reason per pool, each naming the pool
+// and the constraint that stopped it.
+func (s *solver) explain(ps *podState) string {
+	sh := ps.shape
+	if sh.err != nil {
+		return "invalid node requirements: " + sh.err.Error()
+	}
+	if len(s.pools) == 0 {
+		return "no nodepool, and no existing node can take it"
+	}
+	reasons := make([]string, 0, len(s.pools))
+	for _, p := range s.pools {
+		reasons = append(reasons, s.explainPool(ps, p))
+	}
+	return strings.Join(reasons, "; ")
+}
+
+// explainPool runs the pool's filters in order and reports the first that rejects the pod.
+func (s *solver) explainPool(ps *podState, p *pool) string {
+	sh := ps.shape
+	incompatible := func(why string) string {
+		return fmt.Sprintf("incompatible with nodepool %s: %s", p.np.Name, why)
+	}
+	if tt, bad := untolerated(p.np.Taints, sh.tols, sh.tolPNS); bad {
+		return incompatible("did not tolerate " + tt.String())
+	}
+	if err := p.reqs.Compatible(sh.reqs); err != nil {
+		return incompatible("incompatible requirements, " + err.Error())
+	}
+	mask := sh.mask & p.mask
+	if mask == 0 {
+		return incompatible(fmt.Sprintf("no zone and capacity type both allow (pod: %s; nodepool: %s)",
+			offeringReqs(sh.reqs), offeringReqs(p.reqs)))
+	}
+	bits := newBitset(len(s.types))
+	bits.and(p.typeBits, sh.typeBits)
+	bits.each(func(i int) {
+		if s.types[i].offerMask&mask == 0 {
+			bits[i>>6] &^= 1 << (uint(i) & 63)
+		}
+	})
+	if bits.empty() {
+		why := "no instance type satisfies the requirements"
+		if len(sh.creqs) > 0 {
+			why += " (" + sh.creqs.String() + ")"
+		}
+		if len(s.in.Unavailable) > 0 {
+			why += " with an available offering"
+		}
+		return incompatible(why)
+	}
+	if why := s.explainResources(ps, p, bits); why != "" {
+		return incompatible(why)
+	}
+	if why := s.explainLimits(ps, p, bits); why != "" {
+		return why
+	}
+	c := &target{id: len(s.targets), pool: p, reqID: p.reqID, mask: p.mask, options: p.typeBits,
+		used: make(vec, len(s.ix.names))}
+	if _, ok, why := s.checkClaim(ps, c, true); !ok && why != "" {
+		return incompatible(why)
+	}
+	return incompatible("no instance type fits it together with the claim's other constraints")
+}
+
+// explainResources names the resources no allowed type has enough of.
+func (s *solver) explainResources(ps *podState, p *pool, bits bitset) string {
+	n := len(s.ix.names)
+	need := make(vec, n)
+	copy(need, ps.req)
+	need.add(p.daemon)
+	best := make(vec, n)
+	for i := range best {
+		best[i] = math.MinInt64
+	}
+	anyFits := false
+	bits.each(func(i int) {
+		t := &s.types[i]
+		for d := range best {
+			best[d] = max(best[d], t.alloc[d])
+		}
+		if fits(make(vec, n), need, t.alloc) {
+			anyFits = true
+		}
+	})
+	var short []string
+	for d := range need {
+		if need[d] > best[d] {
+			short = append(short, formatQuantity(s.ix.names[d], ps.req[d])+" "+s.ix.names[d])
+		}
+	}
+	if len(short) > 0 {
+		why := "no instance type has " + strings.Join(short, " and ")
+		if !isZero(p.daemon) {
+			why += " (after daemonset overhead " + FormatResources(s.ix.list(p.daemon)) + ")"
+		}
+		return why
+	}
+	if !anyFits {
+		var asked []string
+		for d, q := range ps.req {
+			if q != 0 && d != slotPods {
+				asked = append(asked, formatQuantity(s.ix.names[d], q)+" "+s.ix.names[d])
+			}
+		}
+		return "no instance type has " + strings.Join(asked, " and ") + " together"
+	}
+	return ""
+}
+
+// explainLimits reports the limit that stops every type that would fit.
+func (s *solver) explainLimits(ps *podState, p *pool, bits bitset) string {
+	if len(p.limited) == 0 {
+		return ""
+	}
+	n := len(s.ix.names)
+	need := make(vec, n)
+	copy(need, ps.req)
+	need.add(p.daemon)
+	room := make(vec, n)
+	s.limitRoom(p, nil, room)
+	blocking := -1
+	ok := false
+	bits.each(func(i int) {
+		t := &s.types[i]
+		if ok || !fits(make(vec, n), need, t.alloc) {
+			return
+		}
+		if withinLimit(p, t.capacity, room) {
+			ok = true
+			return
+		}
+		if blocking < 0 {
+			for _, d := range p.limited {
+				if t.capacity[d] > room[d] {
+					blocking = d
+					break
+				}
+			}
+		}
+	})
+	if ok || blocking < 0 {
+		return ""
+	}
+	name := s.ix.names[blocking]
+	return fmt.Sprintf("nodepool %s would exceed its %s limit of %s", p.np.Name, name, formatQuantity(name, p.limits[blocking]))
+}
+
+func isZero(v vec) bool {
+	for _, q := range v {
+		if q != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// offeringReqs renders the zone and capacity-type requirements, or "any".
+func offeringReqs(r Requirements) string {
+	var parts []string
+	for _, ks := range r {
+		if ks.key == LabelZone || ks.key == LabelCapacityType {
+			parts = append(parts, ks.key+" "+ks.set.String())
+		}
+	}
+	if len(parts) == 0 {
+		return "any"
+	}
+	return strings.Join(parts, ", ")
+}

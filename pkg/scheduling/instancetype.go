@@ -1,0 +1,125 @@
+package scheduling
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/fleetwright/fleetwright/pkg/catalog"
+)
+
+// Offering is one way to buy an instance type: a zone and a capacity type at a price.
+// Available is false while the offering is known to be out of capacity.
+type Offering struct {
+	Zone            string
+	CapacityType    string
+	PriceUSDPerHour float64
+	Available       bool
+}
+
+// InstanceType is an instance type as the scheduler sees it: the labels a node of this type
+// carries (excluding zone and capacity type, which come from the offering), its capacity, and
+// its offerings.
+type InstanceType struct {
+	Name      string
+	Labels    map[string]string
+	Capacity  ResourceList
+	Offerings []Offering
+}
+
+// Overhead is what the node keeps for itself: kube-reserved and the eviction threshold.
+func (t InstanceType) Overhead() ResourceList { return nodeOverhead(t.Capacity) }
+
+// Allocatable is capacity less overhead.
+func (t InstanceType) Allocatable() ResourceList {
+	out := ResourceList{}
+	for n, q := range t.Capacity {
+		out[n] = q
+	}
+	for n, q := range t.Overhead() {
+		out[n] -= q
+	}
+	return out
+}
+
+// FromCatalog builds the scheduler's instance types from catalog types, offering each in every
+// zone both on demand (catalog price) and as spot (catalog.SpotPrice, modelled).
+func FromCatalog(types []catalog.InstanceType, zones []string) []InstanceType {
+	out := make([]InstanceType, 0, len(types))
+	for _, ct := range types {
+		if !ct.Complete() {
+			continue
+		}
+		t := InstanceType{Name: ct.Name, Labels: catalogLabels(ct), Capacity: catalogCapacity(ct)}
+		for _, z := range zones {
+			t.Offerings = append(t.Offerings,
+				Offering{Zone: z, CapacityType: CapacityTypeSpot, PriceUSDPerHour: catalog.SpotPrice(ct, z), Available: true},
+				Offering{Zone: z, CapacityType: CapacityTypeOnDemand, PriceUSDPerHour: ct.OnDemandPriceUSDPerHour, Available: true})
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func catalogCapacity(ct catalog.InstanceType) ResourceList {
+	rl := ResourceList{
+		ResourceCPU:              int64(ct.VCPU) * 1000,
+		ResourceMemory:           ct.MemoryMiB * MiB,
+		ResourceEphemeralStorage: defaultEphemeralStorage,
+		ResourcePods:             int64(ct.MaxPods),
+	}
+	if ct.GPUCount > 0 && ct.GPUManufacturer != nil {
+		switch *ct.GPUManufacturer {
+		case "nvidia":
+			rl[ResourceNvidiaGPU] = int64(ct.GPUCount)
+		case "amd":
+			rl[ResourceAMDGPU] = int64(ct.GPUCount)
+		}
+	}
+	if n := ct.Accelerators(); n > 0 && ct.AcceleratorManufacturer != nil && *ct.AcceleratorManufacturer == "aws" {
+		rl[ResourceNeuron] = int64(n)
+	}
+	return rl
+}
+
+// catalogLabels derives Karpenter's well-known labels: instance-memory in MiB, instance-cpu
+// in vCPUs, GPU memory in MiB, local NVMe in GiB, bandwidths in Mbps, names in lower case.
+func catalogLabels(ct catalog.InstanceType) map[string]string {
+	l := map[string]string{
+		LabelInstanceType:       ct.Name,
+		LabelArch:               ct.Arch,
+		LabelOS:                 "linux",
+		LabelInstanceCategory:   ct.Category,
+		LabelInstanceFamily:     ct.Family,
+		LabelInstanceGeneration: strconv.Itoa(ct.Generation),
+		LabelInstanceSize:       ct.Size,
+		LabelInstanceCPU:        strconv.Itoa(ct.VCPU),
+		LabelInstanceMemory:     strconv.FormatInt(ct.MemoryMiB, 10),
+	}
+	set := func(key string, v *string) {
+		if v != nil && *v != "" {
+			l[key] = strings.ToLower(*v)
+		}
+	}
+	setInt := func(key string, v *int64) {
+		if v != nil {
+			l[key] = strconv.FormatInt(*v, 10)
+		}
+	}
+	set(LabelInstanceHypervisor, ct.Hypervisor)
+	set(LabelInstanceCPUManufacturer, ct.CPUManufacturer)
+	if ct.GPUCount > 0 {
+		l[LabelInstanceGPUCount] = strconv.Itoa(ct.GPUCount)
+		set(LabelInstanceGPUName, ct.GPUName)
+		set(LabelInstanceGPUManufacturer, ct.GPUManufacturer)
+		setInt(LabelInstanceGPUMemory, ct.GPUMemoryMiB)
+	}
+	if n := ct.Accelerators(); n > 0 {
+		l[LabelInstanceAccelCount] = strconv.Itoa(n)
+		set(LabelInstanceAccelName, ct.AcceleratorName)
+		set(LabelInstanceAccelMfr, ct.AcceleratorManufacturer)
+	}
+	setInt(LabelInstanceLocalNVMe, ct.LocalNVMeGiB)
+	setInt(LabelInstanceNetworkBW, ct.NetworkBandwidthMbps)
+	setInt(LabelInstanceEBSBW, ct.EBSBandwidthMbps)
+	return l
+}

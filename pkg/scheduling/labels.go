@@ -1,0 +1,87 @@
+package scheduling
+
+import "strings"
+
+// Well-known label keys, as Karpenter and Kubernetes name them.
+const (
+	LabelNodePool        = "karpenter.sh/nodepool"
+	LabelProvisionerName = "karpenter.sh/provisioner-name"
+	LabelCapacityType    = "karpenter.sh/capacity-type"
+	LabelInstanceType    = "node.kubernetes.io/instance-type"
+	LabelZone            = "topology.kubernetes.io/zone"
+	LabelRegion          = "topology.kubernetes.io/region"
+	LabelHostname        = "kubernetes.io/hostname"
+	LabelArch            = "kubernetes.io/arch"
+	LabelOS              = "kubernetes.io/os"
+
+	LabelInstanceCategory        = "karpenter.k8s.aws/instance-category"
+	LabelInstanceFamily          = "karpenter.k8s.aws/instance-family"
+	LabelInstanceGeneration      = "karpenter.k8s.aws/instance-generation"
+	LabelInstanceSize            = "karpenter.k8s.aws/instance-size"
+	LabelInstanceCPU             = "karpenter.k8s.aws/instance-cpu"
+	LabelInstanceCPUManufacturer = "karpenter.k8s.aws/instance-cpu-manufacturer"
+	LabelInstanceMemory          = "karpenter.k8s.aws/instance-memory"
+	LabelInstanceHypervisor      = "karpenter.k8s.aws/instance-hypervisor"
+	LabelInstanceGPUName         = "karpenter.k8s.aws/instance-gpu-name"
+	LabelInstanceGPUCount        = "karpenter.k8s.aws/instance-gpu-count"
+	LabelInstanceGPUManufacturer = "karpenter.k8s.aws/instance-gpu-manufacturer"
+	LabelInstanceGPUMemory       = "karpenter.k8s.aws/instance-gpu-memory"
+	LabelInstanceAccelName       = "karpenter.k8s.aws/instance-accelerator-name"
+	LabelInstanceAccelCount      = "karpenter.k8s.aws/instance-accelerator-count"
+	LabelInstanceAccelMfr        = "karpenter.k8s.aws/instance-accelerator-manufacturer"
+	LabelInstanceLocalNVMe       = "karpenter.k8s.aws/instance-local-nvme"
+	LabelInstanceNetworkBW       = "karpenter.k8s.aws/instance-network-bandwidth"
+	LabelInstanceEBSBW           = "karpenter.k8s.aws/instance-ebs-bandwidth"
+)
+
+// Capacity types.
+const (
+	CapacityTypeSpot     = "spot"
+	CapacityTypeOnDemand = "on-demand"
+)
+
+// isTypeLabel reports whether the instance type (not the offering) decides the label's value.
+func isTypeLabel(key string) bool {
+	switch key {
+	case LabelInstanceType, LabelArch, LabelOS:
+		return true
+	}
+	return strings.HasPrefix(key, "karpenter.k8s.aws/instance-")
+}
+
+// isWellKnown reports whether a new node gets the label from its instance type, offering or
+// region, so a pod may require it although the pool does not mention it.
+func isWellKnown(key string) bool {
+	switch key {
+	case LabelZone, LabelCapacityType, LabelRegion:
+		return true
+	}
+	return isTypeLabel(key)
+}
+
+// defaultRequirements are Karpenter's defaults for a pool that says nothing about a key:
+// on-demand, amd64, linux, and — unless the pool picks types some other way — categories
+// c, m and r of a generation above 2.
+func defaultRequirements(pool []Requirement) []Requirement {
+	named := map[string]bool{}
+	for _, r := range pool {
+		named[r.Key] = true
+	}
+	var out []Requirement
+	add := func(key string, op Operator, values ...string) {
+		if !named[key] {
+			out = append(out, Requirement{Key: key, Operator: op, Values: values})
+		}
+	}
+	add(LabelCapacityType, OpIn, CapacityTypeOnDemand)
+	add(LabelArch, OpIn, "amd64")
+	add(LabelOS, OpIn, "linux")
+	picksTypes := named[LabelInstanceType] || named[LabelInstanceFamily] ||
+		named[LabelInstanceCategory] || named[LabelInstanceGeneration]
+	if !picksTypes {
+		out = append(out,
+			Requirement{Key: LabelInstanceCategory, Operator: OpIn, Values: []string{"c", "m", "r"}},
+			Requirement{Key: LabelInstanceGeneration, Operator: OpGt, Values: []string{"2"}})
+	}
+	return out
+}

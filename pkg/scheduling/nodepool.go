@@ -1,0 +1,57 @@
+package scheduling
+
+// NodePool is Karpenter's v1 NodePool, reduced to what scheduling needs. Requirements and
+// Labels constrain and label every NodeClaim; Taints are placed on its nodes and must be
+// tolerated; StartupTaints are placed too but ignored when placing pods. Limits caps the total
+// capacity of the pool's nodes (existing, in flight and planned); a missing resource is
+// unlimited. Higher Weight pools are tried first.
+type NodePool struct {
+	Name          string
+	Weight        int32
+	Requirements  []Requirement
+	Labels        map[string]string
+	Taints        []Taint
+	StartupTaints []Taint
+	Limits        ResourceList
+}
+
+// Provisioner is Karpenter's v1alpha5 Provisioner, reduced the same way.
+type Provisioner struct {
+	Name          string
+	Weight        int32
+	Requirements  []Requirement
+	Labels        map[string]string
+	Taints        []Taint
+	StartupTaints []Taint
+	Limits        ResourceList
+}
+
+// NodePool translates a v1alpha5 Provisioner into the v1 model: the same requirements,
+// taints and limits; its nodes also carry karpenter.sh/provisioner-name.
+func (p Provisioner) NodePool() NodePool {
+	labels := map[string]string{LabelProvisionerName: p.Name}
+	for k, v := range p.Labels {
+		labels[k] = v
+	}
+	return NodePool{
+		Name:          p.Name,
+		Weight:        p.Weight,
+		Requirements:  append([]Requirement(nil), p.Requirements...),
+		Labels:        labels,
+		Taints:        append([]Taint(nil), p.Taints...),
+		StartupTaints: append([]Taint(nil), p.StartupTaints...),
+		Limits:        p.Limits,
+	}
+}
+
+// poolRequirements compiles what every NodeClaim of the pool must satisfy: its requirements,
+// Karpenter's defaults for what it leaves unsaid, its labels, and its own name.
+func poolRequirements(p NodePool) (Requirements, error) {
+	all := append([]Requirement(nil), p.Requirements...)
+	all = append(all, defaultRequirements(p.Requirements)...)
+	all = append(all, Requirement{Key: LabelNodePool, Operator: OpIn, Values: []string{p.Name}})
+	for k, v := range p.Labels {
+		all = append(all, Requirement{Key: k, Operator: OpIn, Values: []string{v}})
+	}
+	return NewRequirements(all...)
+}

@@ -1,0 +1,97 @@
+package scheduling
+
+import "time"
+
+// Input is everything one solve needs. It is read, never modified.
+type Input struct {
+	// Pods are the pending pods to place.
+	Pods []Pod
+	// Nodes are the existing nodes and in-flight NodeClaims, with their pods; they are filled
+	// before any new NodeClaim is opened.
+	Nodes      []Node
+	DaemonSets []DaemonSet
+	NodePools  []NodePool
+	// InstanceTypes is the catalog (see FromCatalog); Unavailable lists offerings that recently
+	// failed with insufficient capacity.
+	InstanceTypes []InstanceType
+	Unavailable   []OfferingKey
+
+	// Clock and NewID are injected so a solve is reproducible; nil means a fixed epoch and
+	// names nodeclaim-00001, nodeclaim-00002, ...
+	Clock func() time.Time
+	NewID func() string
+
+	// MaxInstanceTypes caps the options per NodeClaim (0: 60).
+	MaxInstanceTypes int
+	// SkipImprovement turns the cost-improvement step off (to measure what it buys).
+	SkipImprovement bool
+}
+
+// OfferingKey names one offering.
+type OfferingKey struct {
+	InstanceType string
+	Zone         string
+	CapacityType string
+}
+
+// Plan is the outcome of a solve.
+type Plan struct {
+	CreatedAt time.Time
+	// NodeClaims are the new claims to create, in creation order.
+	NodeClaims []NodeClaim
+	// Placements are pods placed on existing nodes or in-flight claims.
+	Placements []Placement
+	// Unschedulable explains every pod that could not be placed.
+	Unschedulable []Unschedulable
+	// Relaxations lists every soft constraint dropped, in the order it was dropped.
+	Relaxations []Relaxation
+}
+
+// NodeClaim is a planned node.
+type NodeClaim struct {
+	Name     string
+	NodePool string
+	// PodUIDs are the pending pods the claim is for.
+	PodUIDs []string
+	// InstanceTypes are the types it may launch as, cheapest first; Zones and CapacityTypes
+	// the offerings allowed (spot listed before on-demand when both are).
+	InstanceTypes []string
+	Zones         []string
+	CapacityTypes []string
+	// Requirements are the claim's full requirements (pool, defaults, pods' constraints).
+	Requirements  []Requirement
+	Labels        map[string]string
+	Taints        []Taint
+	StartupTaints []Taint
+	// Requests is what the pods and DaemonSets ask for on it.
+	Requests ResourceList
+	// PriceUSDPerHour is the cheapest allowed offering of the first instance type.
+	PriceUSDPerHour float64
+}
+
+// Placement puts a pod on an existing node or in-flight claim.
+type Placement struct {
+	PodUID string
+	Node   string
+}
+
+// Unschedulable says why a pod was not placed.
+type Unschedulable struct {
+	PodUID string
+	Reason string
+}
+
+// Relaxation records one soft constraint dropped for a pod.
+type Relaxation struct {
+	PodUID      string
+	Description string
+}
+
+// CostUSDPerHour is the sum of the claims' prices.
+func (p Plan) CostUSDPerHour() float64 {
+	var c float64
+	for _, nc := range p.NodeClaims {
+		c += nc.PriceUSDPerHour
+	}
+	return c
+}
