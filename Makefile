@@ -8,7 +8,8 @@ SHELL := /usr/bin/env bash
 # Checksum lookups through the module proxy fail for exactly these two modules.
 export GONOSUMDB := k8s.io/kubernetes,k8s.io/controller-manager
 
-PACKAGES := ./pkg/... ./proto/... ./services/... ./tools/...
+SERVICES := pod-watcher scheduler launcher terminator
+PACKAGES := ./pkg/... ./proto/... $(foreach s,$(SERVICES),./services/$(s)/...) ./tools/...
 LOCAL    := .local
 BIN      := $(LOCAL)/bin
 FUZZTIME ?= 15s
@@ -18,7 +19,7 @@ TEST_TIMEOUT ?= 60m
 
 build: ## compile every module, services into bin/
 	go build $(PACKAGES)
-	go build -o bin/ ./services/pod-watcher ./services/scheduler ./services/launcher ./services/terminator
+	go build -o bin/ $(foreach s,$(SERVICES),./services/$(s))
 
 cluster-bin: ## etcd, kube-*, kubectl and kwok built once into ~/.cache/fleetwright (progress shown)
 	go run ./tools/stack build

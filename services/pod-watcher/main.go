@@ -1,4 +1,13 @@
-// Command pod-watcher is one of Fleetwright's four services; see the README for its place in the flow.
+// Command pod-watcher watches pods that kube-scheduler could not place and publishes them in
+// batches (fleetwright.pods.v1.PendingPodBatch on <prefix>.pods.pending) for the scheduler.
+//
+//	informer (unbound pods) ──pending & not nominated──> batching window (1 s idle, 10 s max)
+//	                                                   ──> PendingPodBatch, Nats-Msg-Id = batch id
+//
+// Several replicas may run: the batch id is a hash of the pods and the resync epoch, so
+// replicas that see the same pods publish the same id and JetStream keeps one copy.
 package main
 
-func main() {}
+import "github.com/fleetwright/fleetwright/pkg/service"
+
+func main() { service.Main("pod-watcher", run) }

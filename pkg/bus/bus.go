@@ -1,0 +1,219 @@
+// Package bus is Fleetwright's messaging layer over NATS JetStream: connect,
+// declare streams and durable pull consumers, publish protobuf messages with
+// de-duplication ids and W3C trace context, consume them with typed handlers
+// that ack, retry with backoff or dead-letter, and call request/reply
+// services. See README.md for the flow.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/fleetwright/fleetwright/pkg/subject"
+)
+
+const instrumentationName = "github.com/fleetwright/fleetwright/pkg/bus"
+
+// Config says how to reach NATS. Only URL is required.
+type Config struct {
+	// URL of one or more servers, comma separated, e.g. "nats://nats:4222".
+	URL string
+	// CredsFile is a NATS .creds file (JWT + nkey seed); empty for none.
+	CredsFile string
+	// TLS configures server verification and client certificates.
+	TLS TLSConfig
+	// Name identifies this client in the server's connection list.
+	Name string
+	// Prefix of all subjects; empty means subject.DefaultPrefix.
+	Prefix string
+
+	// Logger receives connection events and consumer errors; nil logs nothing.
+	Logger *zerolog.Logger
+	// Registerer receives the bus metrics; nil means prometheus.DefaultRegisterer.
+	Registerer prometheus.Registerer
+	// TracerProvider makes producer and consumer spans; nil means the global one.
+	TracerProvider trace.TracerProvider
+	// Propagator writes and reads trace context in headers; nil means W3C
+	// TraceContext and Baggage (independent of the global propagator, so trace
+	// context flows even when tracing is not exported).
+	Propagator propagation.TextMapPropagator
+	// DrainTimeout bounds Close; zero means 30s.
+	DrainTimeout time.Duration
+}
+
+// TLSConfig names PEM files. CA alone verifies the server; Cert and Key
+// together add a client certificate.
+type TLSConfig struct {
+	CA   string
+	Cert string
+	Key  string
+}
+
+// Conn is a connection to NATS with JetStream. It is safe for concurrent use.
+type Conn struct {
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	prefix     subject.Prefix
+	log        zerolog.Logger
+	metrics    *metrics
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
+	closed     chan struct{}
+}
+
+// Connect dials NATS and waits until the first connection is up or ctx ends.
+// The connection reconnects forever with jitter; disconnects and reconnects
+// are logged.
+func Connect(ctx context.Context, cfg Config) (*Conn, error) {
+	prefix, err := subject.ParsePrefix(cfg.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to nats: %w", err)
+	}
+	if cfg.URL == "" {
+		return nil, fmt.Errorf("connecting to nats: empty URL")
+	}
+	c := &Conn{
+		prefix:     prefix,
+		log:        zerolog.Nop(),
+		propagator: cfg.Propagator,
+		closed:     make(chan struct{}),
+	}
+	if cfg.Logger != nil {
+		c.log = cfg.Logger.With().Str("component", "bus").Logger()
+	}
+	if c.propagator == nil {
+		c.propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	}
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	c.tracer = tp.Tracer(instrumentationName)
+	reg := cfg.Registerer
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	if c.metrics, err = newMetrics(reg); err != nil {
+		return nil, fmt.Errorf("registering bus metrics: %w", err)
+	}
+
+	connected := make(chan struct{})
+	opts := c.options(cfg, connected)
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to nats at %s: %w", cfg.URL, err)
+	}
+	if nc.IsConnected() {
+		closeOnce(connected)
+	}
+	select {
+	case <-connected:
+	case <-ctx.Done():
+		nc.Close()
+		return nil, fmt.Errorf("connecting to nats at %s: %w", cfg.URL, ctx.Err())
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("opening jetstream: %w", err)
+	}
+	c.nc, c.js = nc, js
+	return c, nil
+}
+
+// options builds the nats.go options for cfg. connected is closed on the
+// first successful connection.
+func (c *Conn) options(cfg Config, connected chan struct{}) []nats.Option {
+	drain := cfg.DrainTimeout
+	if drain <= 0 {
+		drain = 30 * time.Second
+	}
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(time.Second),
+		nats.ReconnectJitter(500*time.Millisecond, 2*time.Second),
+		nats.DrainTimeout(drain),
+		nats.ConnectHandler(func(*nats.Conn) { closeOnce(connected) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			c.log.Warn().Err(err).Msg("disconnected from nats")
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			closeOnce(connected)
+			c.log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to nats")
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { closeOnce(c.closed) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			ev := c.log.Error().Err(err)
+			if sub != nil {
+				ev = ev.Str("subject", sub.Subject)
+			}
+			ev.Msg("nats async error")
+		}),
+	}
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.TLS.CA != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLS.CA))
+	}
+	if cfg.TLS.Cert != "" || cfg.TLS.Key != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLS.Cert, cfg.TLS.Key))
+	}
+	return opts
+}
+
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// Close drains the connection: subscriptions stop receiving, in-flight
+// callbacks finish, pending publishes are flushed, then the connection
+// closes. It waits for that, up to the drain timeout.
+func (c *Conn) Close() error {
+	if c.nc.IsClosed() {
+		return nil
+	}
+	if err := c.nc.Drain(); err != nil {
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return nil
+		}
+		c.nc.Close()
+		return fmt.Errorf("draining nats connection: %w", err)
+	}
+	<-c.closed
+	return nil
+}
+
+// Ready reports whether the connection is currently up. It fits an admin
+// server's readiness checks.
+func (c *Conn) Ready(context.Context) error {
+	if st := c.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("nats connection is %s", st)
+	}
+	return nil
+}
+
+// Prefix is the subject prefix this connection uses.
+func (c *Conn) Prefix() subject.Prefix { return c.prefix }
+
+// NATS exposes the underlying core connection (for plain subscriptions).
+func (c *Conn) NATS() *nats.Conn { return c.nc }
+
+// JetStream exposes the JetStream API (for key-value access and the like).
+func (c *Conn) JetStream() jetstream.JetStream { return c.js }

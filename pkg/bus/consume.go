@@ -1,0 +1,236 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/proto"
+)
+
+// Delivery describes one delivery of a message to a consumer.
+type Delivery struct {
+	Subject    string
+	Header     nats.Header
+	MsgID      string    // Nats-Msg-Id, if the publisher set one
+	Stream     string    // stream the message is stored in
+	Sequence   uint64    // stream sequence
+	Attempt    uint64    // 1 on first delivery
+	MaxDeliver int       // the consumer's bound; <= 0 means unlimited
+	Published  time.Time // when the stream stored the message
+}
+
+// LastAttempt reports whether a failure now dead-letters the message.
+func (d Delivery) LastAttempt() bool {
+	return d.MaxDeliver > 0 && d.Attempt >= uint64(d.MaxDeliver)
+}
+
+// Handler processes one decoded message. Its result decides the message's
+// fate: nil acks it; an error retries it after a backoff delay until the
+// consumer's MaxDeliver is reached, then dead-letters it; an error wrapped by
+// Permanent dead-letters it at once.
+type Handler[T proto.Message] func(ctx context.Context, msg T, d Delivery) error
+
+// PermanentError marks an error that retrying cannot fix.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err so that the consumer dead-letters the message instead
+// of retrying it. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &PermanentError{Err: err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, came from Permanent.
+func IsPermanent(err error) bool {
+	var p *PermanentError
+	return errors.As(err, &p)
+}
+
+// Consume ensures the durable pull consumer described by spec and runs
+// handler for each message until ctx is cancelled. Messages are decoded into
+// a new T; an undecodable one (bad bytes, or an Fw-Type naming another type)
+// is dead-lettered at once and the consumer goes on.
+//
+// Stopping is graceful: when ctx is cancelled Consume stops fetching, lets
+// the handler in flight finish (its context is not cancelled, but ends after
+// AckWait, when the server would redeliver anyway), hands unstarted messages
+// of the current batch back with a Nak, and returns nil. It returns an error
+// if the consumer cannot be ensured or the connection is closed under it.
+func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, handler Handler[T]) error {
+	spec = spec.withDefaults()
+	cons, err := c.EnsureConsumer(ctx, spec)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("consuming %s: %w", spec.Subject, err)
+	}
+	w := &worker[T]{conn: c, spec: spec, handler: handler, log: c.log.With().Str("consumer", spec.Durable).Logger()}
+	base := context.WithoutCancel(ctx)
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(spec.Batch, jetstream.FetchMaxWait(spec.FetchWait))
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return fmt.Errorf("consuming %s: %w", spec.Subject, err)
+		}
+		if err != nil {
+			w.log.Warn().Err(err).Msg("fetching messages")
+			sleep(ctx, spec.FetchWait)
+			continue
+		}
+		for msg := range batch.Messages() {
+			if ctx.Err() != nil {
+				_ = msg.Nak() // not started: let another replica have it now
+				continue
+			}
+			w.handle(base, msg)
+		}
+		if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) {
+			w.log.Warn().Err(err).Msg("fetch ended with error")
+			sleep(ctx, spec.FetchWait)
+		}
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// settleTimeout bounds acking, nakking or dead-lettering one message.
+const settleTimeout = 10 * time.Second
+
+// worker handles the messages of one Consume call.
+type worker[T proto.Message] struct {
+	conn    *Conn
+	spec    ConsumerSpec
+	handler Handler[T]
+	log     zerolog.Logger
+}
+
+// handle decodes, runs the handler and settles one message: ack, nak with
+// delay, or dead-letter and term.
+func (w *worker[T]) handle(base context.Context, msg jetstream.Msg) {
+	d := w.delivery(msg)
+	ctx := w.conn.propagator.Extract(base, HeaderCarrier(msg.Headers()))
+	ctx, span := w.conn.tracer.Start(ctx, "process "+d.Subject,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "nats"),
+			attribute.String("messaging.destination.name", d.Subject),
+			attribute.String("messaging.consumer.group.name", w.spec.Durable),
+			attribute.String("messaging.message.id", d.MsgID),
+			attribute.Int64("messaging.nats.delivery", int64(d.Attempt)),
+		))
+	defer span.End()
+	log := w.log.With().Str("subject", d.Subject).Uint64("seq", d.Sequence).
+		Uint64("attempt", d.Attempt).Str("trace_id", span.SpanContext().TraceID().String()).Logger()
+
+	v, err := decode[T](msg)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		log.Error().Err(err).Msg("undecodable message; dead-lettering")
+		sctx, cancel := context.WithTimeout(ctx, settleTimeout)
+		defer cancel()
+		w.deadLetter(sctx, msg, d, err, outcomeUndecodable, log)
+		return
+	}
+
+	hctx, hcancel := context.WithTimeout(ctx, w.spec.AckWait)
+	start := time.Now()
+	err = w.run(hctx, v, d)
+	hcancel()
+	w.conn.metrics.handle.WithLabelValues(d.Subject).Observe(time.Since(start).Seconds())
+
+	// Settling (ack, nak, dead-letter) gets its own deadline, so a handler
+	// that used up its time can still be settled.
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+
+	switch {
+	case err == nil:
+		if aerr := msg.DoubleAck(ctx); aerr != nil {
+			log.Warn().Err(aerr).Msg("acking message; it will be redelivered")
+			w.count(d, outcomeFailed)
+			return
+		}
+		w.count(d, outcomeAcked)
+	case IsPermanent(err) || d.LastAttempt():
+		span.SetStatus(codes.Error, err.Error())
+		log.Error().Err(err).Msg("handler failed for good; dead-lettering")
+		w.deadLetter(ctx, msg, d, err, outcomeDeadLettered, log)
+	default:
+		span.SetStatus(codes.Error, err.Error())
+		delay := w.spec.nakDelay(d.Attempt)
+		log.Warn().Err(err).Dur("retry_in", delay).Msg("handler failed; will retry")
+		if nerr := msg.NakWithDelay(delay); nerr != nil {
+			log.Warn().Err(nerr).Msg("nak failed; the message is redelivered after ack wait")
+			w.count(d, outcomeFailed)
+			return
+		}
+		w.count(d, outcomeRetried)
+	}
+}
+
+// run calls the handler, turning a panic into an error.
+func (w *worker[T]) run(ctx context.Context, v T, d Delivery) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return w.handler(ctx, v, d)
+}
+
+func (w *worker[T]) count(d Delivery, outcome string) {
+	w.conn.metrics.messages.WithLabelValues(d.Subject, outcome).Inc()
+}
+
+func (w *worker[T]) delivery(msg jetstream.Msg) Delivery {
+	d := Delivery{
+		Subject:    msg.Subject(),
+		Header:     msg.Headers(),
+		MsgID:      msg.Headers().Get(HeaderMsgID),
+		MaxDeliver: w.spec.MaxDeliver,
+		Attempt:    1,
+	}
+	if meta, err := msg.Metadata(); err == nil {
+		d.Stream = meta.Stream
+		d.Sequence = meta.Sequence.Stream
+		d.Attempt = meta.NumDelivered
+		d.Published = meta.Timestamp
+	}
+	return d
+}
+
+// decode unmarshals the payload into a new T, refusing a payload whose
+// Fw-Type header names a different message.
+func decode[T proto.Message](msg jetstream.Msg) (T, error) {
+	var zero T
+	v := zero.ProtoReflect().Type().New().Interface().(T)
+	want := string(v.ProtoReflect().Descriptor().FullName())
+	if got := msg.Headers().Get(HeaderType); got != "" && got != want {
+		return zero, fmt.Errorf("decoding message: type %s, want %s", got, want)
+	}
+	if err := proto.Unmarshal(msg.Data(), v); err != nil {
+		return zero, fmt.Errorf("decoding %s: %w", want, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,180 @@
+// Package catalogkv keeps the instance catalog in the JetStream key-value bucket the launcher
+// writes and the scheduler reads (bus.Conn.EnsureStreams creates it):
+//
+//	launcher ──Publish──> bucket <prefix>-catalog:  meta            catalogv1.Catalog without types
+//	                                                types.<name>    catalogv1.InstanceType, one key each
+//	scheduler <──Watch── (live view: initial values, then every update and delete)
+//
+// One key per type keeps every value far below NATS's payload limit and lets a refresh write
+// only what changed (a price, an offering).
+package catalogkv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
+)
+
+const (
+	metaKey    = "meta"
+	typePrefix = "types."
+)
+
+// Publish writes the catalog: meta, every type whose value changed, and deletes of types no
+// longer offered. It returns how many type keys it wrote or deleted.
+func Publish(ctx context.Context, kv jetstream.KeyValue, cat *catalogv1.Catalog) (int, error) {
+	existing := map[string]bool{}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("listing catalog keys: %w", err)
+	}
+	for k := range keys.Keys() {
+		if strings.HasPrefix(k, typePrefix) {
+			existing[k] = true
+		}
+	}
+	changed := 0
+	for _, it := range cat.GetInstanceTypes() {
+		key := typePrefix + it.GetName()
+		delete(existing, key)
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(it)
+		if err != nil {
+			return changed, fmt.Errorf("encoding %s: %w", it.GetName(), err)
+		}
+		if cur, err := kv.Get(ctx, key); err == nil && string(cur.Value()) == string(b) {
+			continue
+		}
+		if _, err := kv.Put(ctx, key, b); err != nil {
+			return changed, fmt.Errorf("writing %s: %w", key, err)
+		}
+		changed++
+	}
+	for key := range existing {
+		if err := kv.Delete(ctx, key); err != nil {
+			return changed, fmt.Errorf("deleting %s: %w", key, err)
+		}
+		changed++
+	}
+	meta := proto.Clone(cat).(*catalogv1.Catalog)
+	meta.InstanceTypes = nil
+	b, err := proto.Marshal(meta)
+	if err != nil {
+		return changed, fmt.Errorf("encoding catalog meta: %w", err)
+	}
+	if _, err := kv.Put(ctx, metaKey, b); err != nil {
+		return changed, fmt.Errorf("writing catalog meta: %w", err)
+	}
+	return changed, nil
+}
+
+// Watcher is a live view of the catalog.
+type Watcher struct {
+	mu      sync.RWMutex
+	meta    *catalogv1.Catalog
+	types   map[string]*catalogv1.InstanceType
+	ready   bool
+	version uint64
+	errs    int
+	readyCh chan struct{}
+}
+
+// Watch starts following the bucket until ctx ends. Undecodable values are skipped and
+// counted (Errors), never fatal.
+func Watch(ctx context.Context, kv jetstream.KeyValue) (*Watcher, error) {
+	kw, err := kv.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("watching catalog bucket: %w", err)
+	}
+	w := &Watcher{types: map[string]*catalogv1.InstanceType{}, readyCh: make(chan struct{})}
+	go func() {
+		defer func() { _ = kw.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-kw.Updates():
+				if !ok {
+					return
+				}
+				w.apply(e)
+			}
+		}
+	}()
+	return w, nil
+}
+
+func (w *Watcher) apply(e jetstream.KeyValueEntry) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e == nil { // the initial values have all been delivered
+		if !w.ready {
+			w.ready = true
+			close(w.readyCh)
+		}
+		return
+	}
+	w.version++
+	key := e.Key()
+	deleted := e.Operation() != jetstream.KeyValuePut
+	switch {
+	case key == metaKey && !deleted:
+		var m catalogv1.Catalog
+		if err := proto.Unmarshal(e.Value(), &m); err != nil {
+			w.errs++
+			return
+		}
+		w.meta = &m
+	case strings.HasPrefix(key, typePrefix):
+		name := strings.TrimPrefix(key, typePrefix)
+		if deleted {
+			delete(w.types, name)
+			return
+		}
+		var it catalogv1.InstanceType
+		if err := proto.Unmarshal(e.Value(), &it); err != nil {
+			w.errs++
+			return
+		}
+		w.types[name] = &it
+	}
+}
+
+// ErrEmpty says no catalog has been published yet.
+var ErrEmpty = errors.New("no instance catalog published yet (the launcher publishes it)")
+
+// Catalog returns the current catalog, types sorted by name, and a version that changes with
+// every update (for caching what is derived from it).
+func (w *Watcher) Catalog() (*catalogv1.Catalog, uint64, error) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if len(w.types) == 0 {
+		return nil, w.version, ErrEmpty
+	}
+	out := &catalogv1.Catalog{}
+	if w.meta != nil {
+		out.GenerateTime, out.Region, out.Source = w.meta.GenerateTime, w.meta.Region, w.meta.Source
+	}
+	for _, it := range w.types {
+		out.InstanceTypes = append(out.InstanceTypes, it)
+	}
+	sort.Slice(out.InstanceTypes, func(i, j int) bool { return out.InstanceTypes[i].Name < out.InstanceTypes[j].Name })
+	return out, w.version, nil
+}
+
+// Ready is closed once the bucket's initial values have been read.
+func (w *Watcher) Ready() <-chan struct{} { return w.readyCh }
+
+// Errors counts values that could not be decoded.
+func (w *Watcher) Errors() int {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	return w.errs
+}

@@ -1,0 +1,216 @@
+// Package service is the skeleton the four Fleetwright services share, so they read alike:
+//
+//	main()  ──> service.Main(name, run)        signals → context, exit code, one error line
+//	run()   ──> flags (Common.Register + own)  every flag has an environment fallback
+//	        ──> service.Start(ctx, Options)    logger, tracing, admin port, NATS, kube client
+//	        ──> the service's own loop         consumers, informers, pollers
+//	        ──> rt.Close(ctx)                  stop pulling, drain NATS, flush traces
+//
+// Nothing here knows what a service does; it only wires the parts every one of them needs.
+package service
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/rs/zerolog"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/telemetry"
+)
+
+// Version is set at build time with -ldflags "-X github.com/fleetwright/fleetwright/pkg/service.Version=...".
+var Version = "dev"
+
+// Common holds the flags every service takes.
+type Common struct {
+	NATSURL    string
+	NATSCreds  string
+	NATSCA     string
+	NATSCert   string
+	NATSKey    string
+	Prefix     string
+	AdminAddr  string
+	Kubeconfig string
+	KubeQPS    float64
+	KubeBurst  int
+}
+
+// Register adds the common flags to fs, each defaulting to its environment variable.
+func (c *Common) Register(fs *flag.FlagSet, defaultAdmin string) {
+	fs.StringVar(&c.NATSURL, "nats-url", Env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL(s), comma separated (env NATS_URL)")
+	fs.StringVar(&c.NATSCreds, "nats-creds", Env("NATS_CREDS", ""), "NATS credentials file (env NATS_CREDS)")
+	fs.StringVar(&c.NATSCA, "nats-ca", Env("NATS_CA", ""), "CA bundle to verify the NATS server (env NATS_CA)")
+	fs.StringVar(&c.NATSCert, "nats-cert", Env("NATS_CERT", ""), "client certificate for NATS (env NATS_CERT)")
+	fs.StringVar(&c.NATSKey, "nats-key", Env("NATS_KEY", ""), "client key for NATS (env NATS_KEY)")
+	fs.StringVar(&c.Prefix, "prefix", Env("FLEETWRIGHT_PREFIX", "fleetwright"), "subject prefix (env FLEETWRIGHT_PREFIX)")
+	fs.StringVar(&c.AdminAddr, "admin-addr", Env("ADMIN_ADDR", defaultAdmin), "admin HTTP address for /metrics, /healthz, /readyz (env ADMIN_ADDR)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", Env("KUBECONFIG", ""), "kubeconfig path; empty means in-cluster (env KUBECONFIG)")
+	fs.Float64Var(&c.KubeQPS, "kube-qps", EnvFloat("KUBE_QPS", 50), "Kubernetes client QPS (env KUBE_QPS)")
+	fs.IntVar(&c.KubeBurst, "kube-burst", EnvInt("KUBE_BURST", 100), "Kubernetes client burst (env KUBE_BURST)")
+}
+
+// Validate checks the common flags.
+func (c Common) Validate() error {
+	var errs []error
+	if c.NATSURL == "" {
+		errs = append(errs, errors.New("--nats-url is required"))
+	}
+	if (c.NATSCert == "") != (c.NATSKey == "") {
+		errs = append(errs, errors.New("--nats-cert and --nats-key go together"))
+	}
+	if c.AdminAddr == "" {
+		errs = append(errs, errors.New("--admin-addr is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Options say which parts a service needs.
+type Options struct {
+	Name   string
+	Common Common
+	Kube   bool // connect to Kubernetes
+}
+
+// Runtime is what Start wired up.
+type Runtime struct {
+	Name       string
+	Log        zerolog.Logger
+	Registry   *prometheus.Registry
+	Admin      *telemetry.AdminServer
+	Bus        *bus.Conn
+	Kube       kubernetes.Interface
+	RESTConfig *rest.Config
+
+	shutdownTracing func(context.Context) error
+}
+
+// Start wires logging, tracing, the admin port, NATS (streams ensured) and, if asked, the
+// Kubernetes client. The admin port is up first, so /healthz answers while NATS is awaited;
+// /readyz reports NATS until it is connected.
+func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
+	if err := o.Common.Validate(); err != nil {
+		return nil, err
+	}
+	rt := &Runtime{Name: o.Name, Log: telemetry.NewLogger(o.Name, Version), Registry: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			rt.Close(context.Background())
+		}
+	}()
+	rt.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	shutdown, terr := telemetry.SetupTracing(ctx, o.Name, Version)
+	err = terr
+	if err != nil {
+		return nil, fmt.Errorf("setting up tracing: %w", err)
+	}
+	rt.shutdownTracing = shutdown
+	rt.Admin = telemetry.NewAdminServer(o.Common.AdminAddr, rt.Registry)
+	if err := rt.Admin.Start(); err != nil {
+		return nil, fmt.Errorf("starting admin server: %w", err)
+	}
+	rt.Log.Info().Str("admin", rt.Admin.Addr()).Str("nats", o.Common.NATSURL).Msg("starting")
+	if o.Kube {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.Common.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("loading kubeconfig: %w", err)
+		}
+		cfg.QPS, cfg.Burst = float32(o.Common.KubeQPS), o.Common.KubeBurst
+		cfg.UserAgent = "fleetwright-" + o.Name + "/" + Version
+		rt.RESTConfig = cfg
+		if rt.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+			return nil, fmt.Errorf("creating kubernetes client: %w", err)
+		}
+	}
+	log := rt.Log
+	rt.Bus, err = bus.Connect(ctx, bus.Config{
+		URL: o.Common.NATSURL, CredsFile: o.Common.NATSCreds, Name: "fleetwright-" + o.Name,
+		TLS:    bus.TLSConfig{CA: o.Common.NATSCA, Cert: o.Common.NATSCert, Key: o.Common.NATSKey},
+		Prefix: o.Common.Prefix, Logger: &log, Registerer: rt.Registry,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rt.Admin.AddReadiness("nats", rt.Bus.Ready)
+	if err := rt.Bus.EnsureStreams(ctx); err != nil {
+		return nil, fmt.Errorf("ensuring streams: %w", err)
+	}
+	return rt, nil
+}
+
+// Close drains NATS, flushes traces and stops the admin port, in that order.
+func (rt *Runtime) Close(ctx context.Context) {
+	if rt.Bus != nil {
+		if err := rt.Bus.Close(); err != nil {
+			rt.Log.Warn().Err(err).Msg("draining nats")
+		}
+	}
+	if rt.shutdownTracing != nil {
+		if err := rt.shutdownTracing(ctx); err != nil {
+			rt.Log.Warn().Err(err).Msg("flushing traces")
+		}
+	}
+	if rt.Admin != nil {
+		_ = rt.Admin.Shutdown(ctx)
+	}
+	rt.Log.Info().Msg("stopped")
+}
+
+// Main runs a service: SIGINT/SIGTERM cancel the context run gets, and an error ends the
+// process with one line on stderr and exit code 1.
+func Main(name string, run func(ctx context.Context, args []string) error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+// CloseTimeout bounds a service's draining stop.
+const CloseTimeout = 30 * time.Second
+
+// Env returns the environment variable or a default.
+func Env(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+// EnvInt returns the environment variable as an int, or the default when unset or invalid.
+func EnvInt(key string, def int) int {
+	if v, err := strconv.Atoi(strings.TrimSpace(os.Getenv(key))); err == nil {
+		return v
+	}
+	return def
+}
+
+// EnvFloat returns the environment variable as a float, or the default.
+func EnvFloat(key string, def float64) float64 {
+	if v, err := strconv.ParseFloat(strings.TrimSpace(os.Getenv(key)), 64); err == nil {
+		return v
+	}
+	return def
+}
+
+// EnvDuration returns the environment variable as a duration, or the default.
+func EnvDuration(key string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(strings.TrimSpace(os.Getenv(key))); err == nil {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,86 @@
+package service
+
+import (
+	"context"
+	"flag"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
+)
+
+func TestStartWiresAdminAndNATS(t *testing.T) {
+	srv := bustest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rt, err := Start(ctx, Options{Name: "test", Common: Common{NATSURL: srv.ClientURL(), AdminAddr: "127.0.0.1:0", Prefix: "fleetwright"}})
+	require.NoError(t, err)
+	defer rt.Close(ctx)
+
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + rt.Admin.Addr() + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, _ := get("/readyz")
+	assert.Equal(t, http.StatusOK, code, "ready once NATS is connected")
+	code, body := get("/metrics")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "go_goroutines", "runtime metrics are registered")
+
+	// Streams were ensured: a publish on a work subject is acknowledged by JetStream.
+	_, err = rt.Bus.JetStream().Publish(ctx, "fleetwright.pods.pending", []byte("x"))
+	require.NoError(t, err)
+
+	srv.Shutdown()
+	require.Eventually(t, func() bool {
+		code, body := get("/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "nats")
+	}, 10*time.Second, 50*time.Millisecond, "readyz names NATS once it is gone")
+}
+
+func TestStartFailsClearlyWithoutNATSAndFreesTheAdminPort(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	// Take a free port, release it, and give it to the service as its admin address.
+	probe := bustest.RunServer(t)
+	addr := probe.Addr().String()
+	probe.Shutdown()
+	probe.WaitForShutdown()
+	_, err := Start(ctx, Options{Name: "test", Common: Common{NATSURL: "nats://127.0.0.1:1", AdminAddr: addr}})
+	require.ErrorContains(t, err, "nats")
+	// The failed start released its admin port: a second start can bind it.
+	l, err := net.Listen("tcp", addr)
+	require.NoError(t, err, "admin port still held after a failed start")
+	_ = l.Close()
+}
+
+func TestValidateAndEnvFallback(t *testing.T) {
+	assert.ErrorContains(t, Common{AdminAddr: ":1"}.Validate(), "--nats-url is required")
+	assert.ErrorContains(t, Common{NATSURL: "x", AdminAddr: ":1", NATSCert: "c"}.Validate(), "--nats-cert and --nats-key go together")
+
+	t.Setenv("NATS_URL", "nats://from-env:4222")
+	t.Setenv("ADMIN_ADDR", "127.0.0.1:9999")
+	var c Common
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.Register(fs, ":8080")
+	require.NoError(t, fs.Parse(nil))
+	assert.Equal(t, "nats://from-env:4222", c.NATSURL)
+	assert.Equal(t, "127.0.0.1:9999", c.AdminAddr)
+	require.NoError(t, fs.Parse([]string{"--nats-url", "nats://flag:4222"}))
+	assert.Equal(t, "nats://flag:4222", c.NATSURL, "a flag beats the environment")
+
+	t.Setenv("X_DUR", "3s")
+	assert.Equal(t, 3*time.Second, EnvDuration("X_DUR", time.Second))
+	t.Setenv("X_DUR", "bogus")
+	assert.Equal(t, time.Second, EnvDuration("X_DUR", time.Second))
+}

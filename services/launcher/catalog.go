@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/fleetwright/fleetwright/pkg/catalog"
+	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+)
+
+// catalogBuilder assembles the instance catalog the scheduler packs against: the types EC2
+// describes, the zones that offer each, spot prices from the spot price history, and
+// on-demand prices from the embedded us-east-1 table (EC2 has no on-demand price API; the
+// Pricing API is out of scope).
+type catalogBuilder struct {
+	api    EC2API
+	region string
+	// spotModelled marks spot prices as modelled (true against the AWS emulator, whose spot
+	// price history is a model; false against real EC2).
+	spotModelled bool
+	now          func() time.Time
+}
+
+func (b catalogBuilder) build(ctx context.Context) (*catalogv1.Catalog, error) {
+	infos, err := b.instanceTypes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	zones, err := b.offerings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	spot, err := b.spotPrices(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := &catalogv1.Catalog{
+		GenerateTime: timestamppb.New(b.now()),
+		Region:       b.region,
+		Source:       "EC2 DescribeInstanceTypes/DescribeInstanceTypeOfferings/DescribeSpotPriceHistory; on-demand prices: embedded us-east-1 table (pkg/catalog)",
+	}
+	for _, info := range infos {
+		name := string(info.InstanceType)
+		it := instanceType(info)
+		known, ok := catalog.Lookup(name)
+		if !ok || known.OnDemandPriceUSDPerHour <= 0 {
+			continue // no price: the scheduler could not rank it
+		}
+		// Karpenter's labels for category and generation come from its tables, as ours do.
+		it.Category, it.Generation = known.Category, int32(known.Generation)
+		it.MaxPods = int32(known.MaxPods)
+		it.Burstable = known.Burstable
+		for _, zone := range zones[name] {
+			it.Offerings = append(it.Offerings, &catalogv1.Offering{
+				Zone: zone, CapacityType: commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND,
+				PriceUsdPerHour: known.OnDemandPriceUSDPerHour, Available: true,
+			})
+			if supportsSpot(info) {
+				if p, ok := spot[name+"/"+zone]; ok {
+					it.Offerings = append(it.Offerings, &catalogv1.Offering{
+						Zone: zone, CapacityType: commonv1.CapacityType_CAPACITY_TYPE_SPOT,
+						PriceUsdPerHour: p, Available: true, PriceIsModelled: b.spotModelled,
+					})
+				}
+			}
+		}
+		if len(it.Offerings) > 0 {
+			out.InstanceTypes = append(out.InstanceTypes, it)
+		}
+	}
+	sort.Slice(out.InstanceTypes, func(i, j int) bool { return out.InstanceTypes[i].Name < out.InstanceTypes[j].Name })
+	return out, nil
+}
+
+func (b catalogBuilder) instanceTypes(ctx context.Context) ([]ec2types.InstanceTypeInfo, error) {
+	var all []ec2types.InstanceTypeInfo
+	p := ec2.NewDescribeInstanceTypesPaginator(b.api, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(100)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describing instance types: %w", err)
+		}
+		all = append(all, page.InstanceTypes...)
+	}
+	return all, nil
+}
+
+// offerings maps instance type → zones that offer it.
+func (b catalogBuilder) offerings(ctx context.Context) (map[string][]string, error) {
+	out := map[string][]string{}
+	p := ec2.NewDescribeInstanceTypeOfferingsPaginator(b.api, &ec2.DescribeInstanceTypeOfferingsInput{
+		LocationType: ec2types.LocationTypeAvailabilityZone, MaxResults: aws.Int32(1000),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describing instance type offerings: %w", err)
+		}
+		for _, o := range page.InstanceTypeOfferings {
+			name := string(o.InstanceType)
+			out[name] = append(out[name], deref(o.Location))
+		}
+	}
+	for k := range out {
+		sort.Strings(out[k])
+	}
+	return out, nil
+}
+
+// spotPrices returns the latest Linux spot price per "type/zone".
+func (b catalogBuilder) spotPrices(ctx context.Context) (map[string]float64, error) {
+	out := map[string]float64{}
+	seen := map[string]time.Time{}
+	p := ec2.NewDescribeSpotPriceHistoryPaginator(b.api, &ec2.DescribeSpotPriceHistoryInput{
+		ProductDescriptions: []string{"Linux/UNIX"},
+		StartTime:           aws.Time(b.now()),
+		MaxResults:          aws.Int32(1000),
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("describing spot price history: %w", err)
+		}
+		for _, sp := range page.SpotPriceHistory {
+			key := string(sp.InstanceType) + "/" + deref(sp.AvailabilityZone)
+			price, err := strconv.ParseFloat(deref(sp.SpotPrice), 64)
+			if err != nil {
+				continue
+			}
+			if ts := deref(sp.Timestamp); ts.After(seen[key]) || seen[key].IsZero() {
+				seen[key] = ts
+				out[key] = price
+			}
+		}
+	}
+	return out, nil
+}
+
+func supportsSpot(info ec2types.InstanceTypeInfo) bool {
+	for _, c := range info.SupportedUsageClasses {
+		if c == ec2types.UsageClassTypeSpot {
+			return true
+		}
+	}
+	return false
+}
+
+// instanceType maps EC2's description onto the catalog message.
+func instanceType(info ec2types.InstanceTypeInfo) *catalogv1.InstanceType {
+	name := string(info.InstanceType)
+	family, size, _ := strings.Cut(name, ".")
+	it := &catalogv1.InstanceType{
+		Name: name, Family: family, Size: size,
+		Hypervisor:       string(info.Hypervisor),
+		BareMetal:        aws.ToBool(info.BareMetal),
+		OperatingSystems: []string{"linux"},
+	}
+	if v := info.VCpuInfo; v != nil {
+		it.Vcpu = aws.ToInt32(v.DefaultVCpus)
+	}
+	if m := info.MemoryInfo; m != nil {
+		it.MemoryMib = aws.ToInt64(m.SizeInMiB)
+	}
+	if p := info.ProcessorInfo; p != nil {
+		for _, a := range p.SupportedArchitectures {
+			switch a {
+			case ec2types.ArchitectureTypeX8664:
+				it.Architecture = "amd64"
+			case ec2types.ArchitectureTypeArm64:
+				it.Architecture = "arm64"
+			}
+		}
+		it.CpuManufacturer = strings.ToLower(aws.ToString(p.Manufacturer))
+	}
+	if g := info.GpuInfo; g != nil && len(g.Gpus) > 0 {
+		gpu := g.Gpus[0]
+		it.GpuCount = aws.ToInt32(gpu.Count)
+		it.GpuManufacturer = strings.ToLower(aws.ToString(gpu.Manufacturer))
+		it.GpuName = strings.ToLower(aws.ToString(gpu.Name))
+		if gpu.MemoryInfo != nil {
+			it.GpuMemoryMib = int64(aws.ToInt32(gpu.MemoryInfo.SizeInMiB))
+		}
+	}
+	if n := info.NeuronInfo; n != nil && len(n.NeuronDevices) > 0 {
+		d := n.NeuronDevices[0]
+		it.AcceleratorCount = aws.ToInt32(d.Count)
+		it.AcceleratorName = strings.ToLower(aws.ToString(d.Name))
+		it.AcceleratorManufacturer = "aws"
+	}
+	if s := info.InstanceStorageInfo; s != nil && s.NvmeSupport != ec2types.EphemeralNvmeSupportUnsupported {
+		it.LocalNvmeGib = aws.ToInt64(s.TotalSizeInGB)
+	}
+	if n := info.NetworkInfo; n != nil {
+		it.MaxEnis = aws.ToInt32(n.MaximumNetworkInterfaces)
+		it.Ipv4PerEni = aws.ToInt32(n.Ipv4AddressesPerInterface)
+		if len(n.NetworkCards) > 0 && n.NetworkCards[0].BaselineBandwidthInGbps != nil {
+			it.NetworkBandwidthMbps = int64(*n.NetworkCards[0].BaselineBandwidthInGbps * 1000)
+		}
+	}
+	if e := info.EbsInfo; e != nil && e.EbsOptimizedInfo != nil {
+		it.EbsBandwidthMbps = int64(aws.ToInt32(e.EbsOptimizedInfo.BaselineBandwidthInMbps))
+	}
+	return it
+}

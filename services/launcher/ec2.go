@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/smithy-go"
+)
+
+// EC2API is the narrow slice of EC2 the launcher uses; *ec2.Client satisfies it. Tests use the
+// real client against the AWS emulator (tools/awsemu).
+type EC2API interface {
+	CreateFleet(context.Context, *ec2.CreateFleetInput, ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
+	CreateLaunchTemplate(context.Context, *ec2.CreateLaunchTemplateInput, ...func(*ec2.Options)) (*ec2.CreateLaunchTemplateOutput, error)
+	DescribeLaunchTemplates(context.Context, *ec2.DescribeLaunchTemplatesInput, ...func(*ec2.Options)) (*ec2.DescribeLaunchTemplatesOutput, error)
+	DescribeSubnets(context.Context, *ec2.DescribeSubnetsInput, ...func(*ec2.Options)) (*ec2.DescribeSubnetsOutput, error)
+	DescribeSecurityGroups(context.Context, *ec2.DescribeSecurityGroupsInput, ...func(*ec2.Options)) (*ec2.DescribeSecurityGroupsOutput, error)
+	DescribeImages(context.Context, *ec2.DescribeImagesInput, ...func(*ec2.Options)) (*ec2.DescribeImagesOutput, error)
+	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+	DescribeInstanceTypes(context.Context, *ec2.DescribeInstanceTypesInput, ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error)
+	DescribeInstanceTypeOfferings(context.Context, *ec2.DescribeInstanceTypeOfferingsInput, ...func(*ec2.Options)) (*ec2.DescribeInstanceTypeOfferingsOutput, error)
+	DescribeSpotPriceHistory(context.Context, *ec2.DescribeSpotPriceHistoryInput, ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error)
+}
+
+// Offering is one pool: instance type × zone × capacity type.
+type Offering struct {
+	InstanceType string
+	Zone         string
+	CapacityType string // "spot" or "on-demand"
+}
+
+func (o Offering) String() string { return o.CapacityType + "/" + o.InstanceType + "/" + o.Zone }
+
+// InsufficientCapacityError says every requested pool was out of capacity. It lists the pools
+// EC2 reported in CreateFleet's errorSet, so callers can mark them unavailable.
+type InsufficientCapacityError struct {
+	Offerings []Offering
+	Message   string
+}
+
+func (e *InsufficientCapacityError) Error() string {
+	names := make([]string, 0, len(e.Offerings))
+	for _, o := range e.Offerings {
+		names = append(names, o.String())
+	}
+	return fmt.Sprintf("insufficient capacity in %d offering(s): %s", len(e.Offerings), strings.Join(names, ", "))
+}
+
+// IsInsufficientCapacity reports an *InsufficientCapacityError anywhere in err's chain.
+func IsInsufficientCapacity(err error) bool {
+	var ice *InsufficientCapacityError
+	return errors.As(err, &ice)
+}
+
+// iceCodes are the CreateFleet errorSet codes that mean "this pool has no capacity now".
+var iceCodes = map[string]bool{
+	"InsufficientInstanceCapacity":      true,
+	"InsufficientCapacity":              true,
+	"MaxSpotInstanceCountExceeded":      true,
+	"SpotMaxPriceTooLow":                true,
+	"UnfulfillableCapacity":             true,
+	"InsufficientFreeAddressesInSubnet": true,
+}
+
+// fleetErrors splits a CreateFleet errorSet into unavailable offerings and other errors.
+func fleetErrors(out *ec2.CreateFleetOutput) (unavailable []Offering, other []string) {
+	for _, e := range out.Errors {
+		code, msg := deref(e.ErrorCode), deref(e.ErrorMessage)
+		var o Offering
+		if lt := e.LaunchTemplateAndOverrides; lt != nil && lt.Overrides != nil {
+			o = Offering{InstanceType: string(lt.Overrides.InstanceType), Zone: deref(lt.Overrides.AvailabilityZone), CapacityType: string(e.Lifecycle)}
+			if o.CapacityType == "" {
+				o.CapacityType = "on-demand"
+			}
+		}
+		if iceCodes[code] && o.InstanceType != "" {
+			unavailable = append(unavailable, o)
+			continue
+		}
+		other = append(other, fmt.Sprintf("%s: %s", code, msg))
+	}
+	return unavailable, other
+}
+
+// apiErrorCode returns the AWS error code of err, or "".
+func apiErrorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

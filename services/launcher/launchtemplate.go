@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+)
+
+// templateSpec is one distinct launch configuration. Everything in it goes into the name's
+// hash, so a change (new AMI, other labels) makes a new template rather than editing one that
+// running fleets use.
+type templateSpec struct {
+	ClusterName      string
+	NodeClass        string
+	ImageID          string
+	SecurityGroupIDs []string
+	UserData         string // rendered, not encoded
+	InstanceProfile  string
+	Tags             map[string]string
+}
+
+func (s templateSpec) name() string {
+	h := sha256.New()
+	sgs := append([]string(nil), s.SecurityGroupIDs...)
+	sort.Strings(sgs)
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s", s.ClusterName, s.NodeClass, s.ImageID, strings.Join(sgs, ","), s.UserData, s.InstanceProfile)
+	keys := make([]string, 0, len(s.Tags))
+	for k := range s.Tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(h, "\x00%s=%s", k, s.Tags[k])
+	}
+	return "fleetwright/" + s.ClusterName + "/" + hex.EncodeToString(h.Sum(nil))[:20]
+}
+
+// templates creates launch templates on first use and remembers the ones it has seen for a
+// while, so a busy launcher describes each one rarely.
+type templates struct {
+	api EC2API
+	ttl time.Duration
+	now func() time.Time
+
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func newTemplates(api EC2API, ttl time.Duration, now func() time.Time) *templates {
+	return &templates{api: api, ttl: ttl, now: now, seen: map[string]time.Time{}}
+}
+
+// ensure returns the name of the template for spec, creating it if EC2 does not have it.
+// Two launchers racing to create the same template both succeed.
+func (t *templates) ensure(ctx context.Context, spec templateSpec) (string, error) {
+	name := spec.name()
+	t.mu.Lock()
+	at, ok := t.seen[name]
+	t.mu.Unlock()
+	if ok && t.now().Sub(at) < t.ttl {
+		return name, nil
+	}
+	out, err := t.api.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
+	switch {
+	case err == nil && len(out.LaunchTemplates) > 0:
+	case err == nil || apiErrorCode(err) == "InvalidLaunchTemplateName.NotFoundException":
+		if err := t.create(ctx, name, spec); err != nil {
+			return "", err
+		}
+	default:
+		return "", fmt.Errorf("describing launch template %s: %w", name, err)
+	}
+	t.mu.Lock()
+	t.seen[name] = t.now()
+	t.mu.Unlock()
+	return name, nil
+}
+
+func (t *templates) create(ctx context.Context, name string, spec templateSpec) error {
+	data := &ec2types.RequestLaunchTemplateData{
+		ImageId:          aws.String(spec.ImageID),
+		SecurityGroupIds: spec.SecurityGroupIDs,
+		UserData:         aws.String(base64.StdEncoding.EncodeToString([]byte(spec.UserData))),
+		MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
+			HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointStateEnabled,
+			HttpTokens:              ec2types.LaunchTemplateHttpTokensStateRequired,
+			HttpPutResponseHopLimit: aws.Int32(1),
+		},
+	}
+	if spec.InstanceProfile != "" {
+		data.IamInstanceProfile = &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(spec.InstanceProfile)}
+	}
+	_, err := t.api.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String(name),
+		LaunchTemplateData: data,
+		TagSpecifications:  tagSpecs(spec.Tags, ec2types.ResourceTypeLaunchTemplate),
+	})
+	if err != nil && apiErrorCode(err) != "InvalidLaunchTemplateName.AlreadyExistsException" {
+		return fmt.Errorf("creating launch template %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"time"
+
+	"github.com/fleetwright/fleetwright/pkg/service"
+)
+
+type config struct {
+	service.Common
+	BatchIdle time.Duration
+	BatchMax  time.Duration
+	Resync    time.Duration
+	WatcherID string
+}
+
+func parseConfig(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("pod-watcher", flag.ContinueOnError)
+	c.Register(fs, "127.0.0.1:8081")
+	fs.DurationVar(&c.BatchIdle, "batch-idle", service.EnvDuration("BATCH_IDLE_DURATION", time.Second), "close a batch after this long without a new pod (env BATCH_IDLE_DURATION)")
+	fs.DurationVar(&c.BatchMax, "batch-max", service.EnvDuration("BATCH_MAX_DURATION", 10*time.Second), "close a batch this long after it opened (env BATCH_MAX_DURATION)")
+	fs.DurationVar(&c.Resync, "resync", service.EnvDuration("RESYNC_PERIOD", 30*time.Second), "offer still-pending pods again this often (env RESYNC_PERIOD)")
+	host, _ := os.Hostname()
+	fs.StringVar(&c.WatcherID, "watcher-id", service.Env("POD_NAME", host), "this replica's name in batches (env POD_NAME)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var errs []error
+	if c.BatchIdle <= 0 || c.BatchMax <= 0 {
+		errs = append(errs, errors.New("--batch-idle and --batch-max must be positive"))
+	}
+	if c.BatchIdle > c.BatchMax {
+		errs = append(errs, errors.New("--batch-idle must not exceed --batch-max"))
+	}
+	if c.Resync < c.BatchMax {
+		errs = append(errs, errors.New("--resync must be at least --batch-max"))
+	}
+	return c, errors.Join(errs...)
+}

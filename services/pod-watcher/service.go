@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+	"github.com/fleetwright/fleetwright/pkg/service"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
+)
+
+var nodeClaimsGVR = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
+
+func run(ctx context.Context, args []string) error {
+	cfg, err := parseConfig(args)
+	if err != nil {
+		return err
+	}
+	rt, err := service.Start(ctx, service.Options{Name: "pod-watcher", Common: cfg.Common, Kube: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), service.CloseTimeout)
+		defer cancel()
+		rt.Close(cctx)
+	}()
+	w, err := newWatcher(cfg, rt)
+	if err != nil {
+		return err
+	}
+	return w.run(ctx)
+}
+
+// watcher owns the informers and the batching window.
+type watcher struct {
+	cfg     config
+	rt      *service.Runtime
+	metrics *metrics
+
+	pods       cache.SharedIndexInformer
+	nodeClaims cache.SharedIndexInformer
+	volumes    volumeListers
+	factories  []interface{ Start(<-chan struct{}) }
+	synced     []cache.InformerSynced
+
+	mu      sync.Mutex
+	batcher *batcher
+	wake    chan struct{}
+	now     func() time.Time
+}
+
+func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
+	w := &watcher{cfg: cfg, rt: rt, metrics: newMetrics(rt.Registry), batcher: newBatcher(cfg.BatchIdle, cfg.BatchMax, cfg.Resync),
+		wake: make(chan struct{}, 1), now: time.Now}
+	// Only unbound pods can be pending: the field selector keeps the cache small.
+	unbound := informers.NewSharedInformerFactoryWithOptions(rt.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
+	}))
+	w.pods = unbound.Core().V1().Pods().Informer()
+	all := informers.NewSharedInformerFactory(rt.Kube, 0)
+	claims, pvs, classes := all.Core().V1().PersistentVolumeClaims(), all.Core().V1().PersistentVolumes(), all.Storage().V1().StorageClasses()
+	w.volumes = volumeListers{claims: claims.Lister(), pvs: pvs.Lister(), classes: classes.Lister()}
+	meta, err := metadata.NewForConfig(rt.RESTConfig)
+	if err != nil {
+		return nil, fmt.Errorf("creating metadata client: %w", err)
+	}
+	mf := metadatainformer.NewSharedInformerFactory(meta, 0)
+	w.nodeClaims = mf.ForResource(nodeClaimsGVR).Informer()
+	w.factories = []interface{ Start(<-chan struct{}) }{unbound, all, mf}
+	w.synced = []cache.InformerSynced{w.pods.HasSynced, w.nodeClaims.HasSynced,
+		claims.Informer().HasSynced, pvs.Informer().HasSynced, classes.Informer().HasSynced}
+
+	if _, err := w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { w.observe(o) },
+		UpdateFunc: func(_, o any) { w.observe(o) },
+		DeleteFunc: func(o any) { w.forget(o) },
+	}); err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
+	// A NodeClaim that goes away frees the pods nominated to it: offer them again.
+	if _, err := w.nodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: func(any) { w.resync() },
+	}); err != nil {
+		return nil, fmt.Errorf("watching nodeclaims: %w", err)
+	}
+	rt.Admin.AddReadiness("informers", func(context.Context) error {
+		for _, synced := range w.synced {
+			if !synced() {
+				return fmt.Errorf("pod, nodeclaim and volume caches not synced yet")
+			}
+		}
+		return nil
+	})
+	return w, nil
+}
+
+func (w *watcher) run(ctx context.Context) error {
+	for _, f := range w.factories {
+		f.Start(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
+		return fmt.Errorf("waiting for informer caches: %w", ctx.Err())
+	}
+	w.rt.Log.Info().Dur("batchIdle", w.cfg.BatchIdle).Dur("batchMax", w.cfg.BatchMax).Msg("watching for pending pods")
+	resync := time.NewTicker(w.cfg.Resync)
+	defer resync.Stop()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		w.mu.Lock()
+		due := w.batcher.due()
+		w.mu.Unlock()
+		wait := time.Hour
+		if !due.IsZero() {
+			wait = max(due.Sub(w.now()), 0)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.wake:
+		case <-resync.C:
+			w.resync()
+		case <-timer.C:
+			w.flush(ctx)
+		}
+	}
+}
+
+// observe adds a pending, not-nominated pod to the window, or removes one that stopped being
+// pending.
+func (w *watcher) observe(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	pending, _ := podproj.Pending(pod)
+	if pending && w.nominated(pod) {
+		pending = false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !pending {
+		w.batcher.remove(string(pod.UID))
+		return
+	}
+	opened := w.batcher.size() == 0
+	w.batcher.add(podproj.Project(pod, w.volumes), w.now())
+	if opened {
+		w.poke()
+	}
+}
+
+func (w *watcher) forget(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if pod, ok := obj.(*corev1.Pod); ok {
+		w.mu.Lock()
+		w.batcher.remove(string(pod.UID))
+		w.mu.Unlock()
+	}
+}
+
+// nominated reports whether the scheduler already planned capacity for the pod on a NodeClaim
+// that still exists.
+func (w *watcher) nominated(pod *corev1.Pod) bool {
+	name := pod.Annotations[podproj.NominationAnnotation]
+	if name == "" {
+		return false
+	}
+	_, exists, err := w.nodeClaims.GetStore().GetByKey(name)
+	return err == nil && exists
+}
+
+// resync offers every pod still pending again, e.g. after the scheduler could not place it
+// or its NodeClaim went away.
+func (w *watcher) resync() {
+	for _, obj := range w.pods.GetStore().List() {
+		w.observe(obj)
+	}
+}
+
+func (w *watcher) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// flush publishes the window if it is due. A batch that cannot be published goes back into
+// the window, so no pod is lost while NATS is away.
+func (w *watcher) flush(ctx context.Context) {
+	w.mu.Lock()
+	batch, ok := w.batcher.flush(w.now(), w.cfg.WatcherID)
+	w.mu.Unlock()
+	if !ok {
+		return
+	}
+	ctx, span := otel.Tracer("pod-watcher").Start(ctx, "pod-watcher.batch")
+	defer span.End()
+	span.SetAttributes(attribute.String("fleetwright.batch_id", batch.BatchId), attribute.Int("fleetwright.pods", len(batch.Pods)))
+	log := w.rt.Log.With().Str("batch", batch.BatchId).Int("pods", len(batch.Pods)).Logger()
+	subj := w.rt.Bus.Prefix().Of(subject.PodsPending)
+	if err := w.rt.Bus.Publish(ctx, subj, batch, batch.BatchId); err != nil {
+		span.RecordError(err)
+		w.metrics.batches.WithLabelValues("error").Inc()
+		log.Error().Err(err).Msg("publishing pending pods failed; they stay in the next window")
+		w.requeue(batch)
+		return
+	}
+	w.metrics.batches.WithLabelValues("published").Inc()
+	w.metrics.batchSize.Observe(float64(len(batch.Pods)))
+	w.metrics.pendingPods.Set(float64(len(batch.Pods)))
+	log.Info().Dur("window", batch.WindowCloseTime.AsTime().Sub(batch.WindowOpenTime.AsTime())).Msgf("found %d provisionable pod(s)", len(batch.Pods))
+}
+
+func (w *watcher) requeue(batch *podsv1.PendingPodBatch) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range batch.Pods {
+		w.batcher.add(p, w.now())
+	}
+}
+
+// volumeListers answers podproj.VolumeLookup from informer caches.
+type volumeListers struct {
+	claims  corelisters.PersistentVolumeClaimLister
+	pvs     corelisters.PersistentVolumeLister
+	classes storagelisters.StorageClassLister
+}
+
+func (v volumeListers) Claim(ns, name string) (*corev1.PersistentVolumeClaim, bool) {
+	c, err := v.claims.PersistentVolumeClaims(ns).Get(name)
+	return c, err == nil
+}
+
+func (v volumeListers) Volume(name string) (*corev1.PersistentVolume, bool) {
+	pv, err := v.pvs.Get(name)
+	return pv, err == nil
+}
+
+func (v volumeListers) StorageClass(name string) (*storagev1.StorageClass, bool) {
+	c, err := v.classes.Get(name)
+	return c, err == nil
+}
+
+type metrics struct {
+	batches     *prometheus.CounterVec
+	batchSize   prometheus.Histogram
+	pendingPods prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_batches_total",
+			Help: "Pending-pod batches by outcome (published, error)."}, []string{"outcome"}),
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetwright_pod_watcher_batch_size",
+			Help: "Pods per published batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
+		pendingPods: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_pending_pods",
+			Help: "Pods in the last published batch: pending and not yet nominated to a NodeClaim."}),
+	}
+	reg.MustRegister(m.batches, m.batchSize, m.pendingPods)
+	return m
+}

@@ -1,0 +1,105 @@
+package e2e
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleetwright/fleetwright/tools/proc"
+)
+
+var (
+	buildMu sync.Mutex
+	built   = map[string]string{}
+	binDir  string
+)
+
+// Build compiles a main package of the repository (e.g. "./services/launcher") once per test
+// binary and returns the executable's path.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p
+	}
+	if binDir == "" {
+		d, err := os.MkdirTemp("", "fleetwright-e2e-bin-")
+		if err != nil {
+			t.Fatalf("creating bin dir: %v", err)
+		}
+		binDir = d
+	}
+	out := filepath.Join(binDir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = Root(t)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", pkg, err, b)
+	}
+	built[pkg] = out
+	return out
+}
+
+// Service is a Fleetwright service running as its own process.
+type Service struct {
+	*proc.Process
+	t testing.TB
+}
+
+// Start runs a built service with args and extra environment, logging to a file under the
+// test's temp dir. It is stopped (SIGTERM, then SIGKILL) when the test ends; if the test
+// failed, its log is printed.
+func Start(t testing.TB, name, bin string, args, env []string) *Service {
+	t.Helper()
+	logDir := t.TempDir()
+	p, err := proc.Start(name, bin, args, env, logDir)
+	if err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	s := &Service{Process: p, t: t}
+	t.Cleanup(func() {
+		_ = p.Stop(15 * time.Second)
+		if t.Failed() {
+			s.DumpLog()
+		}
+	})
+	return s
+}
+
+// Kill ends the process at once, as a crash would.
+func (s *Service) Kill() {
+	_ = syscall.Kill(s.Pid(), syscall.SIGKILL)
+	_ = s.Stop(5 * time.Second)
+}
+
+// Log returns what the service has logged so far.
+func (s *Service) Log() string {
+	b, _ := os.ReadFile(s.LogPath)
+	return string(b)
+}
+
+// DumpLog prints the tail of the service's log into the test output.
+func (s *Service) DumpLog() {
+	log := s.Log()
+	if len(log) > 20000 {
+		log = "…" + log[len(log)-20000:]
+	}
+	s.t.Logf("---- %s log (%s) ----\n%s", s.Name, s.LogPath, log)
+}
+
+// FreeAddr returns a free loopback host:port.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
+)
+
+// syncBuffer lets the test read what the tap goroutine writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := strings.TrimSpace(b.buf.String())
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+func TestTapPrintsEveryMessageAndSurvivesBadOnes(t *testing.T) {
+	srv := bustest.RunServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	prefix := subject.Prefix("fwtap")
+	tp := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	conn, err := bus.Connect(ctx, bus.Config{URL: srv.ClientURL(), Prefix: string(prefix),
+		Registerer: prometheus.NewRegistry(), TracerProvider: tp})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	require.NoError(t, conn.EnsureStreams(ctx))
+
+	var out syncBuffer
+	tap, err := Start(conn.NATS(), prefix.All(), &out)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- tap.Run(ctx) }()
+
+	// 1. A good message, through JetStream like the services publish it.
+	intent := &launchv1.LaunchIntent{NodeClaimName: "default-x7k2p", NodePoolName: "default", Zones: []string{"us-east-1a"}}
+	require.NoError(t, conn.Publish(ctx, prefix.Of(subject.LaunchIntents), intent, "default-x7k2p"))
+	// 2. A type nobody registered.
+	unknown := nats.NewMsg(prefix.Of(subject.NodesEvents))
+	unknown.Header.Set(bus.HeaderType, "fleetwright.nope.v1.Mystery")
+	unknown.Data = []byte{0x0a, 0x01, 'x'}
+	require.NoError(t, conn.NATS().PublishMsg(unknown))
+	// 3. A known type with garbage bytes.
+	garbage := nats.NewMsg(prefix.Of(subject.LaunchResults))
+	garbage.Header.Set(bus.HeaderType, "fleetwright.launch.v1.LaunchResult")
+	garbage.Data = []byte{0xff, 0xff, 0xff, 0xff}
+	require.NoError(t, conn.NATS().PublishMsg(garbage))
+	// 4. The tap is still alive after the bad ones.
+	require.NoError(t, conn.Publish(ctx, prefix.Of(subject.LaunchIntents), intent, "default-x7k2p-2"))
+
+	require.Eventually(t, func() bool { return len(out.lines()) == 4 }, 10*time.Second, 10*time.Millisecond)
+	var lines []Line
+	for _, raw := range out.lines() {
+		var l Line
+		require.NoError(t, json.Unmarshal([]byte(raw), &l), raw)
+		_, err := time.Parse(time.RFC3339Nano, l.Time)
+		require.NoError(t, err, "time is RFC 3339")
+		lines = append(lines, l)
+	}
+
+	good := lines[0]
+	assert.Equal(t, "fwtap.launch.intents", good.Subject)
+	assert.Equal(t, "fleetwright.launch.v1.LaunchIntent", good.Type)
+	assert.Empty(t, good.Error)
+	assert.Equal(t, []string{"default-x7k2p"}, good.Headers[bus.HeaderMsgID])
+	assert.Contains(t, good.Headers, "traceparent")
+	assert.JSONEq(t, `{"nodeClaimName":"default-x7k2p","nodePoolName":"default","zones":["us-east-1a"]}`, string(good.Payload))
+
+	tests := []struct {
+		line      Line
+		subject   string
+		data      []byte
+		wantError string
+	}{
+		{lines[1], "fwtap.nodes.events", unknown.Data, "resolving type fleetwright.nope.v1.Mystery"},
+		{lines[2], "fwtap.launch.results", garbage.Data, "decoding fleetwright.launch.v1.LaunchResult"},
+	}
+	for _, tt := range tests {
+		assert.Equal(t, tt.subject, tt.line.Subject)
+		assert.Contains(t, tt.line.Error, tt.wantError)
+		var b64 string
+		require.NoError(t, json.Unmarshal(tt.line.Payload, &b64), "payload is a base64 string")
+		decoded, err := base64.StdEncoding.DecodeString(b64)
+		require.NoError(t, err)
+		assert.Equal(t, tt.data, decoded)
+	}
+	assert.Equal(t, "fleetwright.launch.v1.LaunchIntent", lines[3].Type)
+	assert.Empty(t, lines[3].Error)
+
+	cancel()
+	require.NoError(t, <-done)
+}
+
+func TestDescribe(t *testing.T) {
+	at := time.Date(2026, 11, 24, 17, 0, 0, 0, time.UTC)
+	good, err := proto.Marshal(&launchv1.LaunchIntent{NodeClaimName: "a"})
+	require.NoError(t, err)
+	tests := []struct {
+		name        string
+		fwType      string
+		data        []byte
+		wantPayload string
+		wantError   string
+	}{
+		{name: "decoded", fwType: "fleetwright.launch.v1.LaunchIntent", data: good, wantPayload: `{"nodeClaimName":"a"}`},
+		{name: "empty message", fwType: "fleetwright.launch.v1.LaunchIntent", data: nil, wantPayload: `{}`},
+		{name: "well-known type", fwType: "google.protobuf.Empty", data: nil, wantPayload: `{}`},
+		{name: "no type header", data: good, wantError: "no Fw-Type header"},
+		{name: "unknown type", fwType: "x.Y", data: good, wantError: "resolving type x.Y"},
+		{name: "broken bytes", fwType: "fleetwright.launch.v1.LaunchIntent", data: []byte{0xff}, wantError: "decoding fleetwright.launch.v1.LaunchIntent"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			msg := nats.NewMsg("fleetwright.launch.intents")
+			if tt.fwType != "" {
+				msg.Header.Set(bus.HeaderType, tt.fwType)
+			}
+			msg.Data = tt.data
+			l := Describe(msg, at)
+			assert.Equal(t, "2026-11-24T17:00:00Z", l.Time)
+			if tt.wantError != "" {
+				assert.Contains(t, l.Error, tt.wantError)
+				want, _ := json.Marshal(base64.StdEncoding.EncodeToString(tt.data))
+				assert.JSONEq(t, string(want), string(l.Payload))
+				return
+			}
+			assert.Empty(t, l.Error)
+			assert.JSONEq(t, tt.wantPayload, string(l.Payload))
+		})
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	tests := []struct {
+		name        string
+		env         map[string]string
+		args        []string
+		wantURL     string
+		wantSubject string
+		wantErr     string
+	}{
+		{name: "defaults", wantURL: "nats://127.0.0.1:4222", wantSubject: "fleetwright.>"},
+		{name: "env", env: map[string]string{"NATS_URL": "nats://nats:4222", "FLEETWRIGHT_PREFIX": "staging"}, wantURL: "nats://nats:4222", wantSubject: "staging.>"},
+		{name: "flags win", env: map[string]string{"NATS_URL": "nats://nats:4222"}, args: []string{"--nats-url", "nats://other:4222", "--prefix", "dev"}, wantURL: "nats://other:4222", wantSubject: "dev.>"},
+		{name: "subject override", args: []string{"--subject", "fleetwright.deadletter.>"}, wantURL: "nats://127.0.0.1:4222", wantSubject: "fleetwright.deadletter.>"},
+		{name: "bad prefix", args: []string{"--prefix", "a b"}, wantErr: "invalid subject prefix"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("NATS_URL", "")
+			t.Setenv("FLEETWRIGHT_PREFIX", "")
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := parseConfig(tt.args)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.wantURL, cfg.url)
+			assert.Equal(t, tt.wantSubject, cfg.subject)
+		})
+	}
+}
