@@ -219,8 +219,12 @@ func moduleRoot() (string, error) {
 	return "", fmt.Errorf("finding tools/localcluster/modules: not found from %v (set FLEETWRIGHT_ROOT to the repository)", candidates)
 }
 
+// goTool is the go command that builds the binaries: the one on PATH, else the usual install.
 func goTool() string {
-	if p := filepath.Join(runtime.GOROOT(), "bin", "go"); fileExists(p) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	if p := "/usr/local/go/bin/go"; fileExists(p) {
 		return p
 	}
 	return "go"
