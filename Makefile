@@ -15,7 +15,7 @@ BIN      := $(LOCAL)/bin
 FUZZTIME ?= 15s
 TEST_TIMEOUT ?= 60m
 
-.PHONY: build test unit fuzz lint proto proto-check cluster-bin stack-bin up down status demo clean
+.PHONY: build test unit fuzz lint proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean
 
 build: ## compile every module, services into bin/
 	go build $(PACKAGES)
@@ -24,12 +24,16 @@ build: ## compile every module, services into bin/
 cluster-bin: ## etcd, kube-*, kubectl and kwok built once into ~/.cache/fleetwright (progress shown)
 	go run ./tools/stack build
 
+# The services make up runs; a service joins the list once it does something.
+STACK_SERVICES ?= pod-watcher launcher
+
 stack-bin:
 	@mkdir -p $(BIN)
-	go build -o $(BIN)/stack ./tools/stack
+	@rm -f $(foreach s,$(SERVICES),$(BIN)/$(s))
+	go build -o $(BIN)/ ./tools/stack ./tools/awsemu/cmd/awsemu $(foreach s,$(STACK_SERVICES),./services/$(s))
 	go build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
 
-test: proto-check cluster-bin unit fuzz ## what CI runs
+test: proto-check crds-check cluster-bin unit fuzz ## what CI runs
 
 unit:
 	go test -count=1 -timeout $(TEST_TIMEOUT) $(PACKAGES)
@@ -62,6 +66,23 @@ proto-check: ## fail if the committed generated code is stale
 	  diff -r $$tmp/gen proto/gen | head -20; \
 	  echo "proto/gen is stale: run 'make proto' and commit the result"; exit 1; \
 	fi; echo "proto/gen is up to date"
+
+crds: ## regenerate deepcopy and deploy/crds from pkg/apis (controller-gen pinned in tools/go.mod)
+	go tool controller-gen object paths=./pkg/apis/...
+	rm -f deploy/crds/*_*.yaml
+	go tool controller-gen crd paths=./pkg/apis/... output:crd:artifacts:config=deploy/crds
+
+crds-check: ## fail if deploy/crds or the generated deepcopy are stale
+	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
+	go tool controller-gen crd paths=./pkg/apis/... output:crd:artifacts:config=$$tmp/crds; \
+	if ! diff -r -x kustomization.yaml $$tmp/crds deploy/crds >/dev/null; then \
+	  diff -r -x kustomization.yaml $$tmp/crds deploy/crds | head -20; \
+	  echo "deploy/crds is stale: run 'make crds' and commit the result"; exit 1; fi; \
+	for f in $$(find pkg/apis -name zz_generated.deepcopy.go); do mkdir -p $$tmp/dc/$$(dirname $$f); cp $$f $$tmp/dc/$$f; done; \
+	go tool controller-gen object paths=./pkg/apis/...; \
+	for f in $$(find pkg/apis -name zz_generated.deepcopy.go); do \
+	  if ! cmp -s $$f $$tmp/dc/$$f; then cp $$tmp/dc/$$f $$f; echo "$$f is stale: run 'make crds' and commit the result"; exit 1; fi; done; \
+	echo "deploy/crds and deepcopy are up to date"
 
 up: stack-bin ## local stack: control plane + kwok + NATS, in the background
 	$(BIN)/stack up

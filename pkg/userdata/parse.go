@@ -37,7 +37,9 @@ func Parse(doc string) (Registration, error) {
 			}
 		}
 	case strings.Contains(trimmed, "[settings.kubernetes"):
-		parseBottlerocket(trimmed, &reg)
+		if err := parseBottlerocket(trimmed, &reg); err != nil {
+			return reg, err
+		}
 	default:
 		if err := parsePart(Part{ContentType: "text/x-shellscript", Body: trimmed}, &reg); err != nil {
 			return reg, err
@@ -61,13 +63,28 @@ func parsePart(p Part, reg *Registration) error {
 				reg.MaxPods = int(f)
 			}
 		}
-		applyFlags(nc.Spec.Kubelet.Flags, reg)
+		// KubeletConfiguration's registerWithTaints, a list of {key, value, effect}.
+		if list, ok := nc.Spec.Kubelet.Config["registerWithTaints"].([]any); ok {
+			for _, item := range list {
+				m, _ := item.(map[string]any)
+				t := Taint{Key: str(m["key"]), Value: str(m["value"]), Effect: str(m["effect"])}
+				if err := validEffect(t); err != nil {
+					return err
+				}
+				reg.Taints = append(reg.Taints, t)
+			}
+		}
+		if err := applyFlags(nc.Spec.Kubelet.Flags, reg); err != nil {
+			return err
+		}
 	case strings.Contains(p.Body, "/etc/eks/bootstrap.sh"):
 		if m := bootstrapCluster.FindStringSubmatch(p.Body); m != nil {
 			reg.ClusterName = unquote(m[1])
 		}
 		if m := extraArgs.FindStringSubmatch(p.Body); m != nil {
-			applyFlags(strings.Fields(unquote(m[1])), reg)
+			if err := applyFlags(strings.Fields(unquote(m[1])), reg); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -78,7 +95,7 @@ var (
 	extraArgs        = regexp.MustCompile(`--kubelet-extra-args\s+('[^']*'|"[^"]*")`)
 )
 
-func applyFlags(flags []string, reg *Registration) {
+func applyFlags(flags []string, reg *Registration) error {
 	for _, f := range flags {
 		name, value, _ := strings.Cut(f, "=")
 		value = strings.Trim(value, `"`)
@@ -96,7 +113,11 @@ func applyFlags(flags []string, reg *Registration) {
 				}
 				kv, effect, _ := strings.Cut(t, ":")
 				k, v, _ := strings.Cut(kv, "=")
-				reg.Taints = append(reg.Taints, Taint{Key: k, Value: v, Effect: effect})
+				taint := Taint{Key: k, Value: v, Effect: effect}
+				if err := validEffect(taint); err != nil {
+					return err
+				}
+				reg.Taints = append(reg.Taints, taint)
 			}
 		case "--max-pods":
 			if n, err := strconv.Atoi(value); err == nil {
@@ -104,10 +125,25 @@ func applyFlags(flags []string, reg *Registration) {
 			}
 		}
 	}
+	return nil
+}
+
+// validEffect rejects a taint the kubelet would refuse to register with.
+func validEffect(t Taint) error {
+	switch t.Effect {
+	case "NoSchedule", "PreferNoSchedule", "NoExecute":
+		return nil
+	}
+	return fmt.Errorf("taint %s: unknown effect %q (want NoSchedule, PreferNoSchedule or NoExecute)", t, t.Effect)
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
 }
 
 // parseBottlerocket reads the few TOML tables Fleetwright writes; it is not a TOML parser.
-func parseBottlerocket(doc string, reg *Registration) {
+func parseBottlerocket(doc string, reg *Registration) error {
 	table := ""
 	for _, line := range strings.Split(doc, "\n") {
 		line = strings.TrimSpace(line)
@@ -133,10 +169,15 @@ func parseBottlerocket(doc string, reg *Registration) {
 		case "settings.kubernetes.node-taints":
 			for _, item := range strings.Split(strings.Trim(v, "[]"), ",") {
 				val, effect, _ := strings.Cut(unquote(strings.TrimSpace(item)), ":")
-				reg.Taints = append(reg.Taints, Taint{Key: k, Value: val, Effect: effect})
+				taint := Taint{Key: k, Value: val, Effect: effect}
+				if err := validEffect(taint); err != nil {
+					return err
+				}
+				reg.Taints = append(reg.Taints, taint)
 			}
 		}
 	}
+	return nil
 }
 
 func unquote(s string) string {

@@ -102,3 +102,15 @@ func FuzzParse(f *testing.F) {
 		_, _ = Parse(doc)
 	})
 }
+
+func TestParseReadsRegisterWithTaintsAndRejectsUnknownEffects(t *testing.T) {
+	doc := "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: c\n  kubelet:\n    config:\n      registerWithTaints:\n      - key: karpenter.sh/unregistered\n        effect: NoExecute\n"
+	reg, err := Parse(doc)
+	require.NoError(t, err)
+	assert.Equal(t, []Taint{{Key: "karpenter.sh/unregistered", Effect: "NoExecute"}}, reg.Taints)
+
+	_, err = Parse("/etc/eks/bootstrap.sh c --kubelet-extra-args '--register-with-taints=t=v:Sometimes'")
+	assert.ErrorContains(t, err, `unknown effect "Sometimes"`)
+	_, err = Parse("[settings.kubernetes.node-taints]\n\"t\" = [\"v:Never\"]\n")
+	assert.ErrorContains(t, err, `unknown effect "Never"`)
+}

@@ -1,4 +1,17 @@
-// Command launcher is one of Fleetwright's four services; see the README for its place in the flow.
+// Command launcher turns LaunchIntents into EC2 capacity and links the Nodes that register to
+// their NodeClaims. It also publishes the instance catalog the scheduler packs against.
+//
+//	<prefix>.launch.intents ──> resolve EC2NodeClass (subnets, security groups, AMI; cached)
+//	    ──> launch template per distinct configuration (user data with labels and taints)
+//	    ──> CreateFleet instant, ClientToken = NodeClaim UID ──> NodeClaim status, LaunchResult
+//	    └─ InsufficientInstanceCapacity ──> <prefix>.offerings.unavailable (3 min), retry others
+//	Node registers (providerID) ──> NodeClaim Registered/Initialized, pool labels, startup taints
+//	every 5 min: DescribeInstanceTypes/Offerings/SpotPriceHistory ──> catalog KV bucket
+//
+// Replicas share one durable pull consumer; CreateFleet's ClientToken makes a redelivered
+// intent launch nothing new.
 package main
 
-func main() {}
+import "github.com/fleetwright/fleetwright/pkg/service"
+
+func main() { service.Main("launcher", run) }

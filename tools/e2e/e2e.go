@@ -44,7 +44,7 @@ func Cluster(t testing.TB) *localcluster.Cluster {
 	c := clustertest.Get(t)
 	crdsOnce.Do(func() {
 		dir := filepath.Join(Root(t), "deploy", "crds")
-		if _, err := Kubectl(c, "apply", "--server-side", "-f", dir); err != nil {
+		if _, err := Kubectl(c, "apply", "--server-side", "-k", dir); err != nil {
 			crdsErr = err
 			return
 		}

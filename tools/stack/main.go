@@ -21,6 +21,9 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
+
+	"github.com/fleetwright/fleetwright/pkg/service"
 )
 
 func main() {
@@ -36,7 +39,7 @@ type config struct {
 	natsPort    int
 	apiPort     int
 	natsBin     string
-	noCluster   bool
+	bootDelay   time.Duration
 	demoTimeout int
 }
 
@@ -47,20 +50,6 @@ func (c config) envFile() string    { return filepath.Join(c.state, "env") }
 func (c config) clusterDir() string { return filepath.Join(c.state, "cluster") }
 func (c config) natsURL() string    { return "nats://127.0.0.1:" + strconv.Itoa(c.natsPort) }
 
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-func envInt(key string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(key)); err == nil {
-		return v
-	}
-	return def
-}
-
 func run() error {
 	if len(os.Args) < 2 {
 		return errors.New("usage: stack build|up|status|down|demo [flags]")
@@ -68,11 +57,12 @@ func run() error {
 	verb := os.Args[1]
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
 	var cfg config
-	fs.StringVar(&cfg.state, "state", envOr("FLEETWRIGHT_STATE", ".local"), "directory for state, logs and the env file (env FLEETWRIGHT_STATE)")
-	fs.IntVar(&cfg.natsPort, "nats-port", envInt("NATS_PORT", 4222), "NATS client port on 127.0.0.1 (env NATS_PORT)")
-	fs.IntVar(&cfg.apiPort, "apiserver-port", envInt("KUBE_APISERVER_PORT", 6443), "kube-apiserver port on 127.0.0.1 (env KUBE_APISERVER_PORT)")
-	fs.StringVar(&cfg.natsBin, "nats-server", envOr("NATS_SERVER_BIN", ""), "nats-server binary (env NATS_SERVER_BIN; default: next to this binary)")
+	fs.StringVar(&cfg.state, "state", service.Env("FLEETWRIGHT_STATE", ".local"), "directory for state, logs and the env file (env FLEETWRIGHT_STATE)")
+	fs.IntVar(&cfg.natsPort, "nats-port", service.EnvInt("NATS_PORT", 4222), "NATS client port on 127.0.0.1 (env NATS_PORT)")
+	fs.IntVar(&cfg.apiPort, "apiserver-port", service.EnvInt("KUBE_APISERVER_PORT", 6443), "kube-apiserver port on 127.0.0.1 (env KUBE_APISERVER_PORT)")
+	fs.StringVar(&cfg.natsBin, "nats-server", service.Env("NATS_SERVER_BIN", ""), "nats-server binary (env NATS_SERVER_BIN; default: next to this binary)")
 	fs.IntVar(&cfg.demoTimeout, "timeout", 300, "demo: seconds to wait for each step")
+	fs.DurationVar(&cfg.bootDelay, "boot-delay", service.EnvDuration("AWSEMU_BOOT_DELAY", 0), "emulated instance boot time (env AWSEMU_BOOT_DELAY)")
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		return err
 	}

@@ -136,6 +136,16 @@ func supervise(ctx context.Context, cfg config) error {
 		return err
 	}
 	fmt.Printf("stack: nats-server ready at %s\n", cfg.natsURL())
+	procs, err := startComponents(ctx, cfg, cluster)
+	defer func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			fmt.Printf("stack: stopping %s\n", procs[i].Name)
+			_ = procs[i].Stop(15 * time.Second)
+		}
+	}()
+	if err != nil {
+		return err
+	}
 	if err := writeEnv(cfg, cluster); err != nil {
 		return err
 	}
@@ -155,9 +165,11 @@ func supervise(ctx context.Context, cfg config) error {
 			fmt.Printf("stack: %v\n", err)
 			reported["cluster"] = true
 		}
-		if !nats.Running() && !reported["nats"] {
-			fmt.Printf("stack: %v\n", nats.ExitError())
-			reported["nats"] = true
+		for _, p := range append([]*proc.Process{nats}, procs...) {
+			if !p.Running() && !reported[p.Name] {
+				fmt.Printf("stack: %v\n", p.ExitError())
+				reported[p.Name] = true
+			}
 		}
 	}
 }
@@ -167,8 +179,12 @@ func writeEnv(cfg config, cluster *localcluster.Cluster) error {
 		"# Written by `make up`; source it: . " + cfg.envFile(),
 		"export KUBECONFIG=" + cluster.Kubeconfig,
 		"export NATS_URL=" + cfg.natsURL(),
+		"export AWSEMU_ADMIN_URL=http://" + awsemuAddr + "/_emu",
 		"export FLEETWRIGHT_LOG_DIR=" + cfg.logDir(),
 		"export PATH=" + cluster.BinDir + ":$PATH",
+	}
+	for _, e := range awsEnv() {
+		lines = append(lines, "export "+e)
 	}
 	return os.WriteFile(cfg.envFile(), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 }
@@ -215,6 +231,14 @@ func status(ctx context.Context, cfg config) error {
 	fmt.Printf("supervisor  pid %d  ready=%v\n", pid, ready == nil)
 	natsErr := getOK(ctx, "http://127.0.0.1:"+strconv.Itoa(cfg.natsPort+4000)+"/healthz")
 	fmt.Printf("nats-server %s  %s\n", cfg.natsURL(), okOr(natsErr))
+	exe, _ := os.Executable()
+	for _, c := range components(cfg, &localcluster.Cluster{Kubeconfig: filepath.Join(cfg.clusterDir(), "kubeconfig")}) {
+		state := okOr(getOK(ctx, c.health))
+		if _, err := os.Stat(filepath.Join(filepath.Dir(exe), c.name)); err != nil {
+			state = "not built (not part of this stack)"
+		}
+		fmt.Printf("%-11s %s  %s\n", c.name, c.health, state)
+	}
 	return nil
 }
 

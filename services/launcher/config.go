@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"time"
+
+	"github.com/fleetwright/fleetwright/pkg/service"
+)
+
+type config struct {
+	service.Common
+	ClusterName       string
+	ClusterEndpoint   string
+	ClusterCAFile     string
+	ClusterDNS        string
+	ClusterCIDR       string
+	Region            string
+	Workers           int
+	CatalogRefresh    time.Duration
+	ResolverTTL       time.Duration
+	RegistrationTTL   time.Duration
+	UnavailableTTL    time.Duration
+	GCInterval        time.Duration
+	GCGrace           time.Duration
+	SpotPriceModelled bool
+}
+
+func parseConfig(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("launcher", flag.ContinueOnError)
+	c.Register(fs, "127.0.0.1:8083")
+	fs.StringVar(&c.ClusterName, "cluster-name", service.Env("CLUSTER_NAME", ""), "EKS cluster name: discovery and ownership tags, node bootstrap (env CLUSTER_NAME)")
+	fs.StringVar(&c.ClusterEndpoint, "cluster-endpoint", service.Env("CLUSTER_ENDPOINT", ""), "API server URL nodes join (env CLUSTER_ENDPOINT)")
+	fs.StringVar(&c.ClusterCAFile, "cluster-ca-file", service.Env("CLUSTER_CA_FILE", ""), "PEM CA bundle nodes trust for the API server (env CLUSTER_CA_FILE)")
+	fs.StringVar(&c.ClusterDNS, "cluster-dns", service.Env("CLUSTER_DNS", ""), "cluster DNS IP for the kubelet (env CLUSTER_DNS)")
+	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", service.Env("CLUSTER_CIDR", "10.100.0.0/16"), "service CIDR, for AL2023 nodeadm (env CLUSTER_CIDR)")
+	fs.StringVar(&c.Region, "region", service.Env("AWS_REGION", "us-east-1"), "AWS region (env AWS_REGION)")
+	fs.IntVar(&c.Workers, "workers", service.EnvInt("LAUNCH_WORKERS", 4), "launches in flight per replica (env LAUNCH_WORKERS)")
+	fs.DurationVar(&c.CatalogRefresh, "catalog-refresh", service.EnvDuration("CATALOG_REFRESH", 5*time.Minute), "how often to republish the instance catalog (env CATALOG_REFRESH)")
+	fs.DurationVar(&c.ResolverTTL, "resolver-ttl", service.EnvDuration("RESOLVER_TTL", time.Minute), "cache time for subnets, security groups, AMIs and launch templates (env RESOLVER_TTL)")
+	fs.DurationVar(&c.RegistrationTTL, "registration-ttl", service.EnvDuration("REGISTRATION_TTL", 15*time.Minute), "terminate an instance whose node has not registered by then (env REGISTRATION_TTL)")
+	fs.DurationVar(&c.UnavailableTTL, "unavailable-ttl", service.EnvDuration("UNAVAILABLE_TTL", 3*time.Minute), "how long an offering out of capacity is avoided (env UNAVAILABLE_TTL)")
+	fs.DurationVar(&c.GCInterval, "gc-interval", service.EnvDuration("GC_INTERVAL", time.Minute), "how often to look for instances no NodeClaim owns (env GC_INTERVAL)")
+	fs.DurationVar(&c.GCGrace, "gc-grace", service.EnvDuration("GC_GRACE", 2*time.Minute), "an instance younger than this is never garbage-collected (env GC_GRACE)")
+	fs.BoolVar(&c.SpotPriceModelled, "spot-price-modelled", service.Env("SPOT_PRICE_MODELLED", "") == "true", "mark spot prices as modelled in the catalog (the AWS emulator's are) (env SPOT_PRICE_MODELLED)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var errs []error
+	if c.ClusterName == "" {
+		errs = append(errs, errors.New("--cluster-name is required"))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, errors.New("--workers must be at least 1"))
+	}
+	return c, errors.Join(errs...)
+}

@@ -1,0 +1,392 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/catalog"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	"github.com/fleetwright/fleetwright/pkg/userdata"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
+)
+
+// claimState is what the launcher needs to know of a NodeClaim.
+type claimState struct {
+	Name          string
+	UID           string
+	NodePool      string
+	ProviderID    string
+	NodeName      string
+	Deleting      bool
+	Registered    bool
+	Initialized   bool
+	Created       time.Time
+	LaunchTime    time.Time         // when Launched became true; zero before
+	Labels        map[string]string // labels the claim asks its node to carry
+	StartupTaints []*commonv1.Taint
+}
+
+// launchInfo is what a successful launch records on the NodeClaim.
+type launchInfo struct {
+	launched
+	ProviderID     string
+	ImageID        string
+	LaunchTemplate string
+}
+
+var errClaimNotFound = errors.New("nodeclaim not found")
+
+// claimStore reads and records NodeClaims (Kubernetes in production and in tests).
+type claimStore interface {
+	Get(ctx context.Context, name string) (claimState, error)
+	MarkLaunched(ctx context.Context, name string, info launchInfo) error
+	// Fail records why the claim could not be launched and deletes it, so its pods are
+	// offered to the scheduler again.
+	Fail(ctx context.Context, name, reason, message string) error
+	List(ctx context.Context) ([]claimState, error)
+	MarkRegistered(ctx context.Context, name, nodeName string) error
+	MarkInitialized(ctx context.Context, name string) error
+	Delete(ctx context.Context, name string) error
+}
+
+// nodeClassSpec is a resolved view of an EC2NodeClass (or a translated AWSNodeTemplate).
+type nodeClassSpec struct {
+	Name            string
+	AMIFamily       string
+	AMIs            []amiTerm
+	Subnets         []selectorTerm
+	SecurityGroups  []selectorTerm
+	UserData        string
+	InstanceProfile string
+	Tags            map[string]string
+}
+
+var errNodeClassNotFound = errors.New("node class not found")
+
+type nodeClassStore interface {
+	Get(ctx context.Context, ref *commonv1.ObjectRef) (nodeClassSpec, error)
+}
+
+type publisher interface {
+	Publish(ctx context.Context, subj string, msg proto.Message, msgID string) error
+}
+
+// launcher carries out LaunchIntents.
+type launcher struct {
+	cfg         config
+	api         EC2API
+	claims      claimStore
+	classes     nodeClassStore
+	resolver    *resolver
+	templates   *templates
+	unavailable *unavailableSet
+	bus         publisher
+	prefix      subject.Prefix
+	k8sMinor    string // e.g. "1.32", for AMI aliases
+	clusterCA   []byte
+	log         zerolog.Logger
+	metrics     *metrics
+	now         func() time.Time
+}
+
+// maxICERetries bounds how often one intent retries after capacity errors before its claim
+// fails (each retry excludes the pools that were just reported out of capacity).
+const maxICERetries = 3
+
+// handle launches the intent's NodeClaim, once. A redelivered intent finds the claim launched
+// (or CreateFleet returns the same instance for the same ClientToken) and changes nothing.
+func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d bus.Delivery) error {
+	ctx, span := otel.Tracer("launcher").Start(ctx, "launcher.launch")
+	defer span.End()
+	span.SetAttributes(attribute.String("fleetwright.nodeclaim", intent.GetNodeClaimName()), attribute.String("fleetwright.nodepool", intent.GetNodePoolName()))
+	log := l.log.With().Str("nodeclaim", intent.GetNodeClaimName()).Str("nodepool", intent.GetNodePoolName()).Uint64("attempt", d.Attempt).Logger()
+
+	claim, err := l.claims.Get(ctx, intent.GetNodeClaimName())
+	switch {
+	case errors.Is(err, errClaimNotFound):
+		log.Info().Msg("nodeclaim is gone; nothing to launch")
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading nodeclaim: %w", err)
+	case intent.GetNodeClaimUid() != "" && claim.UID != intent.GetNodeClaimUid():
+		log.Info().Msg("intent is for an earlier nodeclaim of the same name; ignored")
+		return nil
+	case claim.ProviderID != "":
+		log.Debug().Str("providerID", claim.ProviderID).Msg("nodeclaim already launched")
+		return nil
+	case claim.Deleting:
+		log.Info().Msg("nodeclaim is being deleted; not launching")
+		return nil
+	}
+
+	info, err := l.launch(ctx, intent, claim, log)
+	if err != nil {
+		span.RecordError(err)
+		var ice *InsufficientCapacityError
+		permanent := errors.As(err, &ice) || errors.Is(err, errNoOverrides) || errors.Is(err, errNodeClassNotFound) || bus.IsPermanent(err)
+		if permanent || d.LastAttempt() {
+			l.fail(ctx, intent, err, int(d.Attempt), log)
+			if permanent {
+				return nil
+			}
+			return bus.Permanent(err)
+		}
+		l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "retry").Inc()
+		log.Warn().Err(err).Msg("launch failed; will retry")
+		return err
+	}
+	span.SetAttributes(attribute.String("fleetwright.instance_id", info.InstanceID), attribute.String("fleetwright.instance_type", info.InstanceType),
+		attribute.String("fleetwright.zone", info.Zone), attribute.String("fleetwright.capacity_type", info.CapacityType))
+	if err := l.claims.MarkLaunched(ctx, claim.Name, info); err != nil {
+		// The instance exists; a retry gets it back through the ClientToken and records it.
+		return fmt.Errorf("recording launch on nodeclaim: %w", err)
+	}
+	l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "launched").Inc()
+	log.Info().Str("instance", info.InstanceID).Str("instanceType", info.InstanceType).Str("zone", info.Zone).
+		Str("capacityType", info.CapacityType).Str("providerID", info.ProviderID).Msg("launched nodeclaim")
+	l.publishResult(ctx, &launchv1.LaunchResult{
+		NodeClaimName: claim.Name, NodeClaimUid: claim.UID, NodePoolName: intent.GetNodePoolName(),
+		Outcome: launchv1.LaunchOutcome_LAUNCH_OUTCOME_LAUNCHED, InstanceId: info.InstanceID, ProviderId: info.ProviderID,
+		InstanceType: info.InstanceType, Zone: info.Zone, CapacityType: capacityTypeEnum(info.CapacityType), ImageId: info.ImageID,
+		LaunchTemplateName: info.LaunchTemplate, Attempt: int32(d.Attempt), CompleteTime: timestamppb.New(l.now()),
+	}, log)
+	return nil
+}
+
+func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, claim claimState, log zerolog.Logger) (launchInfo, error) {
+	class, err := l.classes.Get(ctx, intent.GetNodeClassRef())
+	if err != nil {
+		return launchInfo{}, err
+	}
+	subnets, err := l.resolver.subnets(ctx, class.Subnets)
+	if err != nil {
+		return launchInfo{}, err
+	}
+	subnets = inZones(subnets, intent.GetZones())
+	sgs, err := l.resolver.securityGroups(ctx, class.SecurityGroups)
+	if err != nil {
+		return launchInfo{}, err
+	}
+	images, err := l.resolver.images(ctx, class.AMIs, l.k8sMinor)
+	if err != nil {
+		return launchInfo{}, err
+	}
+	capacityType := l.chooseCapacityType(intent, subnets)
+	templatesByArch := map[string]string{}
+	for _, arch := range archs(images) {
+		name, err := l.templates.ensure(ctx, l.templateSpec(intent, class, images[arch], sgs, capacityType))
+		if err != nil {
+			return launchInfo{}, err
+		}
+		templatesByArch[arch] = name
+	}
+	var types []fleetType
+	for _, opt := range intent.GetInstanceTypes() {
+		it, ok := catalog.Lookup(opt.GetName())
+		if !ok {
+			continue
+		}
+		if lt, ok := templatesByArch[it.Arch]; ok {
+			types = append(types, fleetType{Name: opt.GetName(), LaunchTemplate: lt})
+		}
+	}
+	req := fleetRequest{ClientToken: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.tags(intent, class)}
+	for try := 0; ; try++ {
+		req.Unavailable = l.unavailable.snapshot(l.now())
+		start := l.now()
+		got, exhausted, err := createFleet(ctx, l.api, req)
+		l.metrics.createFleet.Observe(l.now().Sub(start).Seconds())
+		for _, o := range exhausted {
+			l.markUnavailable(ctx, o, intent.GetNodeClaimName(), log)
+		}
+		if err != nil {
+			l.metrics.fleetErrors.WithLabelValues(fleetErrorCode(err)).Inc()
+		}
+		if IsInsufficientCapacity(err) && try+1 < maxICERetries {
+			log.Info().Err(err).Msg("retrying launch without the exhausted offerings")
+			continue
+		}
+		if err != nil {
+			return launchInfo{}, err
+		}
+		return launchInfo{
+			launched:       got,
+			ProviderID:     fmt.Sprintf("aws:///%s/%s", got.Zone, got.InstanceID),
+			ImageID:        images[archOf(got.InstanceType)].ID,
+			LaunchTemplate: templatesByArch[archOf(got.InstanceType)],
+		}, nil
+	}
+}
+
+// chooseCapacityType picks spot when the intent allows it and some spot offering of its types
+// is available in a zone we have a subnet in, as Karpenter does; on-demand otherwise.
+func (l *launcher) chooseCapacityType(intent *launchv1.LaunchIntent, subnets []subnet) string {
+	allowsSpot := false
+	for _, ct := range intent.GetCapacityTypes() {
+		if ct == commonv1.CapacityType_CAPACITY_TYPE_SPOT {
+			allowsSpot = true
+		}
+	}
+	if !allowsSpot {
+		return capacityOnDemand
+	}
+	zones := map[string]bool{}
+	for _, s := range subnets {
+		zones[s.Zone] = true
+	}
+	unavailable := l.unavailable.snapshot(l.now())
+	for _, opt := range intent.GetInstanceTypes() {
+		for _, o := range opt.GetOfferings() {
+			if o.GetCapacityType() == commonv1.CapacityType_CAPACITY_TYPE_SPOT && o.GetAvailable() && zones[o.GetZone()] &&
+				!unavailable[Offering{InstanceType: opt.GetName(), Zone: o.GetZone(), CapacityType: capacitySpot}] {
+				return capacitySpot
+			}
+		}
+	}
+	return capacityOnDemand
+}
+
+func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSpec, img image, sgs []string, capacityType string) templateSpec {
+	labels := map[string]string{}
+	for k, v := range intent.GetLabels() {
+		labels[k] = v
+	}
+	labels["karpenter.sh/nodepool"] = intent.GetNodePoolName()
+	labels["karpenter.sh/capacity-type"] = capacityType
+	var taints []userdata.Taint
+	for _, t := range append(append([]*commonv1.Taint{}, intent.GetTaints()...), intent.GetStartupTaints()...) {
+		taints = append(taints, userdata.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: t.GetEffect()})
+	}
+	// Karpenter v1 registers every node with this taint and lifts it once the node is linked.
+	taints = append(taints, userdata.Taint{Key: unregisteredTaintKey, Effect: "NoExecute"})
+	ud, err := userdata.Render(userdata.Family(class.AMIFamily), userdata.Options{
+		ClusterName: l.cfg.ClusterName, ClusterEndpoint: l.cfg.ClusterEndpoint, ClusterCA: l.clusterCA,
+		ClusterDNS: l.cfg.ClusterDNS, ClusterCIDR: l.cfg.ClusterCIDR, Labels: labels, Taints: taints, Custom: class.UserData,
+	})
+	if err != nil {
+		// An unsupported family was already rejected when the class was read; fall back to AL2.
+		ud, _ = userdata.Render(userdata.AL2, userdata.Options{ClusterName: l.cfg.ClusterName, Labels: labels, Taints: taints})
+	}
+	return templateSpec{ClusterName: l.cfg.ClusterName, NodeClass: class.Name, ImageID: img.ID, SecurityGroupIDs: sgs,
+		UserData: ud, InstanceProfile: class.InstanceProfile, Tags: l.tags(intent, class)}
+}
+
+const unregisteredTaintKey = "karpenter.sh/unregistered"
+
+// tags mark every resource as this cluster's and name its pool and claim; only instances so
+// tagged are ever garbage-collected or terminated.
+func (l *launcher) tags(intent *launchv1.LaunchIntent, class nodeClassSpec) map[string]string {
+	tags := map[string]string{}
+	for k, v := range class.Tags {
+		tags[k] = v
+	}
+	tags["kubernetes.io/cluster/"+l.cfg.ClusterName] = "owned"
+	tags["eks:eks-cluster-name"] = l.cfg.ClusterName
+	tags["karpenter.sh/nodepool"] = intent.GetNodePoolName()
+	tags["karpenter.sh/nodeclaim"] = intent.GetNodeClaimName()
+	tags["karpenter.k8s.aws/ec2nodeclass"] = class.Name
+	tags["Name"] = intent.GetNodePoolName() + "/" + intent.GetNodeClaimName()
+	return tags
+}
+
+func (l *launcher) markUnavailable(ctx context.Context, o Offering, claim string, log zerolog.Logger) {
+	now := l.now()
+	l.unavailable.add(o, now.Add(l.cfg.UnavailableTTL))
+	l.metrics.unavailable.WithLabelValues(o.InstanceType, o.Zone, o.CapacityType).Inc()
+	msg := &launchv1.OfferingUnavailable{
+		InstanceType: o.InstanceType, Zone: o.Zone, CapacityType: capacityTypeEnum(o.CapacityType), Reason: "InsufficientInstanceCapacity",
+		ObserveTime: timestamppb.New(now), Ttl: durationpb.New(l.cfg.UnavailableTTL), ExpireTime: timestamppb.New(now.Add(l.cfg.UnavailableTTL)),
+		NodeClaimName: claim,
+	}
+	id := fmt.Sprintf("%s/%s/%s/%d", o.CapacityType, o.InstanceType, o.Zone, now.Unix()/10)
+	if err := l.bus.Publish(ctx, l.prefix.Of(subject.OfferingsUnavailable), msg, id); err != nil {
+		log.Error().Err(err).Str("offering", o.String()).Msg("publishing unavailable offering failed")
+		return
+	}
+	log.Info().Str("offering", o.String()).Dur("for", l.cfg.UnavailableTTL).Msg("marked offering unavailable")
+}
+
+// fail records a launch that will not happen: a failed LaunchResult, and the NodeClaim
+// deleted with the reason, so its pods return to the scheduler.
+func (l *launcher) fail(ctx context.Context, intent *launchv1.LaunchIntent, cause error, attempt int, log zerolog.Logger) {
+	reason := "LaunchFailed"
+	switch {
+	case IsInsufficientCapacity(cause) || errors.Is(cause, errNoOverrides):
+		reason = "InsufficientCapacity"
+	case errors.Is(cause, errNodeClassNotFound):
+		reason = "NodeClassNotFound"
+	}
+	l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "failed").Inc()
+	log.Error().Err(cause).Str("reason", reason).Msg("launching nodeclaim failed; deleting it so its pods are rescheduled")
+	if err := l.claims.Fail(ctx, intent.GetNodeClaimName(), reason, cause.Error()); err != nil && !errors.Is(err, errClaimNotFound) {
+		log.Error().Err(err).Msg("recording the failure on the nodeclaim failed")
+	}
+	l.publishResult(ctx, &launchv1.LaunchResult{
+		NodeClaimName: intent.GetNodeClaimName(), NodeClaimUid: intent.GetNodeClaimUid(), NodePoolName: intent.GetNodePoolName(),
+		Outcome: launchv1.LaunchOutcome_LAUNCH_OUTCOME_FAILED, ErrorCode: reason, ErrorMessage: cause.Error(),
+		Attempt: int32(attempt), CompleteTime: timestamppb.New(l.now()),
+	}, log)
+}
+
+func (l *launcher) publishResult(ctx context.Context, r *launchv1.LaunchResult, log zerolog.Logger) {
+	id := fmt.Sprintf("%s/%s", r.GetNodeClaimUid(), strings.ToLower(r.GetOutcome().String()))
+	if err := l.bus.Publish(ctx, l.prefix.Of(subject.LaunchResults), r, id); err != nil {
+		log.Error().Err(err).Msg("publishing launch result failed")
+	}
+}
+
+func inZones(subnets []subnet, zones []string) []subnet {
+	if len(zones) == 0 {
+		return subnets
+	}
+	allowed := map[string]bool{}
+	for _, z := range zones {
+		allowed[z] = true
+	}
+	var out []subnet
+	for _, s := range subnets {
+		if allowed[s.Zone] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func archOf(instanceType string) string {
+	if it, ok := catalog.Lookup(instanceType); ok {
+		return it.Arch
+	}
+	return "amd64"
+}
+
+func capacityTypeEnum(ct string) commonv1.CapacityType {
+	if ct == capacitySpot {
+		return commonv1.CapacityType_CAPACITY_TYPE_SPOT
+	}
+	return commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND
+}
+
+func fleetErrorCode(err error) string {
+	switch {
+	case IsInsufficientCapacity(err):
+		return "InsufficientInstanceCapacity"
+	case errors.Is(err, errNoOverrides):
+		return "NoOfferings"
+	}
+	if code := apiErrorCode(err); code != "" {
+		return code
+	}
+	return "Other"
+}

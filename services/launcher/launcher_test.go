@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
+	"github.com/fleetwright/fleetwright/pkg/catalog"
+	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
+	"github.com/fleetwright/fleetwright/tools/awsemu"
+	emuclient "github.com/fleetwright/fleetwright/tools/awsemu/client"
+	"github.com/fleetwright/fleetwright/tools/e2e"
+	"github.com/fleetwright/fleetwright/tools/localcluster/clustertest"
+)
+
+func TestMain(m *testing.M) { clustertest.Main(m) }
+
+// env is one launcher under test with everything it talks to.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	kube    client.Client
+	emu     *emuclient.Client
+	js      jetstream.JetStream
+	nc      *nats.Conn
+	results jetstream.Consumer
+}
+
+func start(t *testing.T) *env {
+	t.Helper()
+	c := e2e.Cluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+
+	reg, err := awsemu.NewRegistrarFromKubeconfig(c.Kubeconfig)
+	require.NoError(t, err)
+	go reg.Run(ctx)
+	emu, err := awsemu.New(awsemu.Config{ClusterName: "demo-cluster", BootDelay: time.Millisecond, Registrar: reg})
+	require.NoError(t, err)
+	go emu.Run(ctx)
+	srv := httptest.NewServer(emu)
+	t.Cleanup(srv.Close)
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL_EC2": srv.URL, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
+		"AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"} {
+		t.Setenv(k, v)
+	}
+	_, err = e2e.Kubectl(c, "apply", "-f", filepath.Join(e2e.Root(t), "deploy", "examples", "v1", "default.yaml"))
+	require.NoError(t, err)
+
+	nsrv := bustest.RunServer(t)
+	done := make(chan error, 1)
+	lctx, stop := context.WithCancel(ctx)
+	go func() {
+		done <- run(lctx, []string{"--nats-url", nsrv.ClientURL(), "--kubeconfig", c.Kubeconfig, "--admin-addr", "127.0.0.1:0",
+			"--cluster-name", "demo-cluster", "--unavailable-ttl", "3m", "--gc-grace", "1h"})
+	}()
+	t.Cleanup(func() { stop(); assert.NoError(t, <-done) })
+
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	require.NoError(t, karpv1.AddToScheme(scheme))
+	rc, err := c.RESTConfig()
+	require.NoError(t, err)
+	kube, err := client.New(rc, client.Options{Scheme: scheme})
+	require.NoError(t, err)
+
+	nc, err := nats.Connect(nsrv.ClientURL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	e := &env{t: t, ctx: ctx, kube: kube, emu: emuclient.New(srv.URL), js: js, nc: nc}
+	require.Eventually(t, func() bool {
+		e.results, err = js.CreateOrUpdateConsumer(ctx, "FLEETWRIGHT_LAUNCH", jetstream.ConsumerConfig{
+			Durable: "test-results", FilterSubject: "fleetwright.launch.results", AckPolicy: jetstream.AckExplicitPolicy})
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "the launcher ensures its streams")
+	return e
+}
+
+// claim creates a NodeClaim the way the scheduler does and returns its intent.
+func (e *env) claim(name string, types ...string) *launchv1.LaunchIntent {
+	e.t.Helper()
+	nc := &karpv1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "default", "team": "a"}},
+		Spec: karpv1.NodeClaimSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: types}},
+			StartupTaints: []corev1.Taint{{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}},
+		},
+	}
+	require.NoError(e.t, e.kube.Create(e.ctx, nc))
+	intent := &launchv1.LaunchIntent{
+		NodeClaimName: name, NodeClaimUid: string(nc.UID), NodePoolName: "default",
+		NodeClassRef: &commonv1.ObjectRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+		Zones:        []string{"us-east-1a"},
+		CapacityTypes: []commonv1.CapacityType{commonv1.CapacityType_CAPACITY_TYPE_SPOT, commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND},
+		Labels:        map[string]string{"team": "a"},
+		StartupTaints: []*commonv1.Taint{{Key: "example.com/agent-not-ready", Effect: "NoSchedule"}},
+	}
+	for _, name := range types {
+		it, ok := catalog.Lookup(name)
+		require.True(e.t, ok)
+		intent.InstanceTypes = append(intent.InstanceTypes, &launchv1.InstanceTypeOption{Name: name, Offerings: []*catalogv1.Offering{
+			{Zone: "us-east-1a", CapacityType: commonv1.CapacityType_CAPACITY_TYPE_SPOT, PriceUsdPerHour: catalog.SpotPrice(it, "us-east-1a"), Available: true},
+			{Zone: "us-east-1a", CapacityType: commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND, PriceUsdPerHour: it.OnDemandPriceUSDPerHour, Available: true},
+		}})
+	}
+	return intent
+}
+
+// dump logs the claims and nodes, for a failing test.
+func (e *env) dump() {
+	var claims karpv1.NodeClaimList
+	_ = e.kube.List(e.ctx, &claims)
+	for _, c := range claims.Items {
+		e.t.Logf("nodeclaim %s labels=%v status=%+v", c.Name, c.Labels, c.Status)
+	}
+	var nodes corev1.NodeList
+	_ = e.kube.List(e.ctx, &nodes)
+	for _, n := range nodes.Items {
+		e.t.Logf("node %s providerID=%s labels=%v taints=%v conditions=%v", n.Name, n.Spec.ProviderID, n.Labels, n.Spec.Taints, n.Status.Conditions)
+	}
+}
+
+func (e *env) publish(intent *launchv1.LaunchIntent, msgID string) {
+	e.t.Helper()
+	b, err := proto.Marshal(intent)
+	require.NoError(e.t, err)
+	msg := nats.NewMsg("fleetwright.launch.intents")
+	msg.Data = b
+	msg.Header.Set("Nats-Msg-Id", msgID)
+	msg.Header.Set("Fw-Type", string(intent.ProtoReflect().Descriptor().FullName()))
+	_, err = e.js.PublishMsg(e.ctx, msg)
+	require.NoError(e.t, err)
+}
+
+func (e *env) nodeClaim(name string) *karpv1.NodeClaim {
+	var nc karpv1.NodeClaim
+	if err := e.kube.Get(e.ctx, client.ObjectKey{Name: name}, &nc); err != nil {
+		return nil
+	}
+	return &nc
+}
+
+func (e *env) instancesFor(claim string) []awsemu.InstanceInfo {
+	all, err := e.emu.Instances(e.ctx)
+	require.NoError(e.t, err)
+	var out []awsemu.InstanceInfo
+	for _, i := range all {
+		for _, tag := range i.Tags {
+			if tag.Key == "karpenter.sh/nodeclaim" && tag.Value == claim {
+				out = append(out, i)
+			}
+		}
+	}
+	return out
+}
+
+func (e *env) nextResult() *launchv1.LaunchResult {
+	e.t.Helper()
+	msg, err := e.results.Next(jetstream.FetchMaxWait(30 * time.Second))
+	require.NoError(e.t, err, "a launch result is published")
+	require.NoError(e.t, msg.Ack())
+	var r launchv1.LaunchResult
+	require.NoError(e.t, proto.Unmarshal(msg.Data(), &r))
+	return &r
+}
+
+// An intent becomes exactly one instance, recorded on the NodeClaim; its node registers with
+// the pool's labels and taints, is linked, initialized, and loses its startup taint.
+func TestLaunchRegisterInitialize(t *testing.T) {
+	e := start(t)
+	intent := e.claim("default-launch1", "t4g.small", "t4g.medium")
+	e.publish(intent, intent.NodeClaimName)
+
+	if !assert.Eventually(t, func() bool {
+		nc := e.nodeClaim("default-launch1")
+		return nc != nil && nc.IsTrue(karpv1.ConditionTypeInitialized)
+	}, 90*time.Second, 100*time.Millisecond, "the NodeClaim is launched, registered and initialized") {
+		e.dump()
+		t.FailNow()
+	}
+	nc := e.nodeClaim("default-launch1")
+	assert.Regexp(t, `^aws:///us-east-1a/i-[0-9a-f]+$`, nc.Status.ProviderID)
+	assert.Equal(t, "t4g.small", nc.Labels[karpv1.LabelInstanceType], "the cheapest type")
+	assert.Equal(t, "spot", nc.Labels[karpv1.CapacityTypeLabelKey], "spot is preferred when allowed")
+	assert.NotEmpty(t, nc.Status.ImageID)
+	require.NotEmpty(t, nc.Status.NodeName)
+
+	var node corev1.Node
+	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: nc.Status.NodeName}, &node))
+	assert.Equal(t, "default", node.Labels[karpv1.NodePoolLabelKey])
+	assert.Equal(t, "spot", node.Labels[karpv1.CapacityTypeLabelKey])
+	assert.Equal(t, "a", node.Labels["team"], "the pool's labels come through user data")
+	assert.Equal(t, "arm64", node.Labels[karpv1.LabelArch])
+	assert.Equal(t, "true", node.Labels["karpenter.sh/initialized"])
+	for _, taint := range node.Spec.Taints {
+		assert.NotEqual(t, karpv1.UnregisteredTaintKey, taint.Key, "lifted at registration")
+		assert.NotEqual(t, "example.com/agent-not-ready", taint.Key, "startup taints lifted at initialization")
+	}
+	r := e.nextResult()
+	assert.Equal(t, launchv1.LaunchOutcome_LAUNCH_OUTCOME_LAUNCHED, r.Outcome)
+	assert.Equal(t, nc.Status.ProviderID, r.ProviderId)
+
+	// The same intent again (a redelivery, another replica): nothing new is launched.
+	e.publish(intent, intent.NodeClaimName+"-again")
+	require.Never(t, func() bool { return len(e.instancesFor("default-launch1")) != 1 }, 3*time.Second, 100*time.Millisecond)
+
+	// The catalog the scheduler reads is in the KV bucket, with spot and on-demand offerings.
+	kv, err := e.js.KeyValue(e.ctx, "fleetwright-catalog")
+	require.NoError(t, err)
+	w, err := catalogkv.Watch(e.ctx, kv)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { c, _, err := w.Catalog(); return err == nil && len(c.InstanceTypes) > 1000 }, 60*time.Second, 100*time.Millisecond)
+	cat, _, _ := w.Catalog()
+	idx := sort.Search(len(cat.InstanceTypes), func(i int) bool { return cat.InstanceTypes[i].Name >= "m5.large" })
+	m5 := cat.InstanceTypes[idx]
+	require.Equal(t, "m5.large", m5.Name)
+	assert.Equal(t, int32(2), m5.Vcpu)
+	assert.Equal(t, int64(8192), m5.MemoryMib)
+	assert.Equal(t, int32(29), m5.MaxPods)
+	kinds := map[commonv1.CapacityType]int{}
+	for _, o := range m5.Offerings {
+		kinds[o.CapacityType]++
+		if o.CapacityType == commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND {
+			assert.Equal(t, 0.096, o.PriceUsdPerHour)
+		}
+	}
+	assert.Equal(t, 3, kinds[commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND], "offered in every zone")
+	assert.Equal(t, 3, kinds[commonv1.CapacityType_CAPACITY_TYPE_SPOT])
+}
+
+// A pool out of capacity (ICE) is reported unavailable and the launch succeeds on the next
+// offering; the next claim does not try the exhausted pool again.
+func TestInsufficientCapacityFallsThroughAndIsRemembered(t *testing.T) {
+	e := start(t)
+	require.NoError(t, e.emu.SetCapacity(e.ctx, awsemu.CapacityRule{Pool: awsemu.Pool{InstanceType: "t4g.small", Zone: "us-east-1a", CapacityType: "spot"}, Capacity: 0}))
+	unavailable := make(chan *launchv1.OfferingUnavailable, 10)
+	sub, err := e.nc.Subscribe("fleetwright.offerings.unavailable", func(m *nats.Msg) {
+		var o launchv1.OfferingUnavailable
+		if proto.Unmarshal(m.Data, &o) == nil {
+			unavailable <- &o
+		}
+	})
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+
+	intent := e.claim("default-ice1", "t4g.small", "t4g.medium")
+	e.publish(intent, intent.NodeClaimName)
+	require.Eventually(t, func() bool {
+		nc := e.nodeClaim("default-ice1")
+		return nc != nil && nc.Status.ProviderID != ""
+	}, 60*time.Second, 100*time.Millisecond)
+	nc := e.nodeClaim("default-ice1")
+	assert.False(t, nc.Labels[karpv1.LabelInstanceType] == "t4g.small" && nc.Labels[karpv1.CapacityTypeLabelKey] == "spot",
+		"launched on another offering than the exhausted one")
+	select {
+	case o := <-unavailable:
+		assert.Equal(t, "t4g.small", o.InstanceType)
+		assert.Equal(t, "us-east-1a", o.Zone)
+		assert.Equal(t, commonv1.CapacityType_CAPACITY_TYPE_SPOT, o.CapacityType)
+		assert.Equal(t, 3*time.Minute, o.Ttl.AsDuration())
+	case <-time.After(10 * time.Second):
+		t.Fatal("no OfferingUnavailable published")
+	}
+
+	calls := func() int {
+		cs, err := e.emu.Calls(e.ctx)
+		require.NoError(t, err)
+		n := 0
+		for _, c := range cs {
+			if c.Action == "CreateFleet" {
+				n++
+			}
+		}
+		return n
+	}
+	before := calls()
+	next := e.claim("default-ice2", "t4g.small", "t4g.medium")
+	e.publish(next, next.NodeClaimName)
+	require.Eventually(t, func() bool {
+		nc := e.nodeClaim("default-ice2")
+		return nc != nil && nc.Status.ProviderID != ""
+	}, 60*time.Second, 100*time.Millisecond)
+	assert.Equal(t, before+1, calls(), "the second claim launched in one call: the exhausted pool was not offered again")
+}

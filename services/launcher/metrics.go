@@ -1,0 +1,37 @@
+package main
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	launches    *prometheus.CounterVec
+	createFleet prometheus.Histogram
+	fleetErrors *prometheus.CounterVec
+	unavailable *prometheus.CounterVec
+	registered  *prometheus.CounterVec
+	initialized *prometheus.CounterVec
+	gc          *prometheus.CounterVec
+	catalog     *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		launches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_nodeclaims_launched_total",
+			Help: "Launch attempts by pool and outcome (launched, retry, failed)."}, []string{"nodepool", "outcome"}),
+		createFleet: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetwright_launcher_create_fleet_seconds",
+			Help: "CreateFleet call duration.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+		fleetErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_launcher_create_fleet_errors_total",
+			Help: "CreateFleet failures by error code."}, []string{"code"}),
+		unavailable: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_unavailable_offerings_total",
+			Help: "Offerings marked unavailable after a capacity error."}, []string{"instance_type", "zone", "capacity_type"}),
+		registered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_nodeclaims_registered_total",
+			Help: "NodeClaims whose node registered, by pool."}, []string{"nodepool"}),
+		initialized: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_nodeclaims_initialized_total",
+			Help: "NodeClaims whose node became ready and initialized, by pool."}, []string{"nodepool"}),
+		gc: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_launcher_garbage_collected_total",
+			Help: "Instances and claims cleaned up, by reason (orphaned, registration_timeout)."}, []string{"reason"}),
+		catalog: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_launcher_catalog_refreshes_total",
+			Help: "Catalog refreshes by outcome."}, []string{"outcome"}),
+	}
+	reg.MustRegister(m.launches, m.createFleet, m.fleetErrors, m.unavailable, m.registered, m.initialized, m.gc, m.catalog)
+	return m
+}

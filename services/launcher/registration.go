@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
+)
+
+// nodeState is what registration needs to know of a Node.
+type nodeState struct {
+	Name       string
+	ProviderID string
+	Ready      bool
+	Labels     map[string]string
+	Taints     []*commonv1.Taint
+}
+
+// nodeStore reads and patches Nodes.
+type nodeStore interface {
+	List(ctx context.Context) ([]nodeState, error)
+	// Adopt labels the node for its claim and removes the given taints.
+	Adopt(ctx context.Context, name string, labels map[string]string, removeTaints []string) error
+}
+
+// registrar links Nodes to NodeClaims and garbage-collects what never joined.
+type registrar struct {
+	*launcher
+	nodes nodeStore
+}
+
+// reconcile makes one pass: link new nodes, mark initialized ones, time out claims whose node
+// never came, and terminate instances no NodeClaim owns.
+func (r *registrar) reconcile(ctx context.Context) error {
+	claims, err := r.claims.List(ctx)
+	if err != nil {
+		return fmt.Errorf("listing nodeclaims: %w", err)
+	}
+	nodes, err := r.nodes.List(ctx)
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	byProvider := map[string]nodeState{}
+	for _, n := range nodes {
+		if n.ProviderID != "" {
+			byProvider[n.ProviderID] = n
+		}
+	}
+	for _, c := range claims {
+		if c.ProviderID == "" || c.Deleting {
+			continue
+		}
+		log := r.log.With().Str("nodeclaim", c.Name).Str("nodepool", c.NodePool).Logger()
+		node, ok := byProvider[c.ProviderID]
+		switch {
+		case !ok && !c.Registered && !c.LaunchTime.IsZero() && r.now().Sub(c.LaunchTime) > r.cfg.RegistrationTTL:
+			r.timeOut(ctx, c, log)
+		case ok && !c.Registered:
+			if err := r.register(ctx, c, node, log); err != nil {
+				log.Warn().Err(err).Msg("registering node")
+			}
+		case ok && c.Registered && !c.Initialized && node.Ready:
+			if err := r.initialize(ctx, c, node, log); err != nil {
+				log.Warn().Err(err).Msg("initializing node")
+			}
+		}
+	}
+	return nil
+}
+
+func (r *registrar) register(ctx context.Context, c claimState, n nodeState, log zerolog.Logger) error {
+	labels := map[string]string{"karpenter.sh/nodepool": c.NodePool, "karpenter.sh/registered": "true"}
+	for k, v := range c.Labels {
+		labels[k] = v
+	}
+	if err := r.nodes.Adopt(ctx, n.Name, labels, []string{unregisteredTaintKey}); err != nil {
+		return err
+	}
+	if err := r.claims.MarkRegistered(ctx, c.Name, n.Name); err != nil {
+		return err
+	}
+	r.metrics.registered.WithLabelValues(c.NodePool).Inc()
+	log.Info().Str("node", n.Name).Str("providerID", c.ProviderID).Msg("registered nodeclaim")
+	r.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_REGISTERED, c, n)
+	return nil
+}
+
+// initialize marks a Ready node initialized and lifts the pool's startup taints, so pods that
+// do not tolerate them can land.
+func (r *registrar) initialize(ctx context.Context, c claimState, n nodeState, log zerolog.Logger) error {
+	var remove []string
+	for _, t := range c.StartupTaints {
+		remove = append(remove, t.GetKey())
+	}
+	if err := r.nodes.Adopt(ctx, n.Name, map[string]string{"karpenter.sh/initialized": "true"}, remove); err != nil {
+		return err
+	}
+	if err := r.claims.MarkInitialized(ctx, c.Name); err != nil {
+		return err
+	}
+	r.metrics.initialized.WithLabelValues(c.NodePool).Inc()
+	log.Info().Str("node", n.Name).Msg("initialized nodeclaim")
+	r.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_INITIALIZED, c, n)
+	return nil
+}
+
+// timeOut terminates the instance of a claim whose node never registered, then deletes the
+// claim so its pods are scheduled again.
+func (r *registrar) timeOut(ctx context.Context, c claimState, log zerolog.Logger) {
+	id := instanceID(c.ProviderID)
+	log.Warn().Str("instance", id).Dur("ttl", r.cfg.RegistrationTTL).Msg("node did not register in time; terminating its instance")
+	if err := terminate(ctx, r.api, id); err != nil {
+		log.Error().Err(err).Msg("terminating unregistered instance")
+		return
+	}
+	if err := r.claims.Delete(ctx, c.Name); err != nil {
+		log.Error().Err(err).Msg("deleting unregistered nodeclaim")
+		return
+	}
+	r.metrics.gc.WithLabelValues("registration_timeout").Inc()
+}
+
+func (r *registrar) event(ctx context.Context, kind nodesv1.NodeEventKind, c claimState, n nodeState) {
+	ev := &nodesv1.NodeEvent{Kind: kind, NodeName: n.Name, NodeClaimName: c.Name, ProviderId: c.ProviderID,
+		InstanceId: instanceID(c.ProviderID), NodePoolName: c.NodePool, EventTime: timestamppb.New(r.now()), Labels: n.Labels, Taints: n.Taints}
+	id := fmt.Sprintf("%s/%s", c.UID, strings.ToLower(kind.String()))
+	if err := r.bus.Publish(ctx, r.prefix.Of(subject.NodesEvents), ev, id); err != nil {
+		r.log.Error().Err(err).Msg("publishing node event")
+	}
+}
+
+// instanceID takes the instance id out of aws:///<zone>/<id>.
+func instanceID(providerID string) string {
+	return providerID[strings.LastIndex(providerID, "/")+1:]
+}

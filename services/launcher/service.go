@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/nats-io/nats.go"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	"github.com/fleetwright/fleetwright/pkg/service"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
+)
+
+func run(ctx context.Context, args []string) error {
+	cfg, err := parseConfig(args)
+	if err != nil {
+		return err
+	}
+	rt, err := service.Start(ctx, service.Options{Name: "launcher", Common: cfg.Common, Kube: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), service.CloseTimeout)
+		defer cancel()
+		rt.Close(cctx)
+	}()
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region))
+	if err != nil {
+		return fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	api := ec2.NewFromConfig(awsCfg)
+	version, err := rt.Kube.Discovery().ServerVersion()
+	if err != nil {
+		return fmt.Errorf("reading the cluster's Kubernetes version: %w", err)
+	}
+	ca := rt.RESTConfig.CAData
+	if cfg.ClusterCAFile != "" {
+		if ca, err = os.ReadFile(cfg.ClusterCAFile); err != nil {
+			return fmt.Errorf("reading --cluster-ca-file: %w", err)
+		}
+	} else if len(ca) == 0 && rt.RESTConfig.CAFile != "" {
+		ca, _ = os.ReadFile(rt.RESTConfig.CAFile)
+	}
+	if cfg.ClusterEndpoint == "" {
+		cfg.ClusterEndpoint = rt.RESTConfig.Host
+	}
+	stores, err := newKubeStores(ctx, rt)
+	if err != nil {
+		return err
+	}
+	l := &launcher{
+		cfg: cfg, api: api, claims: stores.claims, classes: stores.classes,
+		resolver: newResolver(api, cfg.ResolverTTL, time.Now), templates: newTemplates(api, cfg.ResolverTTL, time.Now),
+		unavailable: newUnavailableSet(), bus: rt.Bus, prefix: rt.Bus.Prefix(),
+		k8sMinor: fmt.Sprintf("%s.%s", version.Major, trimPlus(version.Minor)), clusterCA: ca,
+		log: rt.Log, metrics: newMetrics(rt.Registry), now: time.Now,
+	}
+	reg := &registrar{launcher: l, nodes: stores.nodes}
+	cat := catalogBuilder{api: api, region: cfg.Region, spotModelled: cfg.SpotPriceModelled, now: time.Now}
+
+	if err := l.followUnavailable(rt.Bus.NATS()); err != nil {
+		return err
+	}
+	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("kubernetes", l.k8sMinor).Int("workers", cfg.Workers).Msg("launching nodeclaims")
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return every(gctx, cfg.CatalogRefresh, func() { l.publishCatalog(gctx, cat, rt.Bus) }) })
+	g.Go(func() error {
+		return every(gctx, 2*time.Second, func() { logErr(l, reg.reconcile(gctx), "registering nodes") })
+	})
+	g.Go(func() error {
+		return every(gctx, cfg.GCInterval, func() { logErr(l, reg.collectOrphans(gctx), "collecting orphaned instances") })
+	})
+	for i := 0; i < cfg.Workers; i++ {
+		g.Go(func() error {
+			return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{
+				Durable: "launcher", Subject: rt.Bus.Prefix().Of(subject.LaunchIntents),
+				AckWait: 2 * time.Minute, MaxDeliver: 5, Batch: 1,
+			}, l.handle)
+		})
+	}
+	return g.Wait()
+}
+
+// publishCatalog builds the catalog from EC2 and writes what changed to the KV bucket.
+func (l *launcher) publishCatalog(ctx context.Context, b catalogBuilder, conn *bus.Conn) {
+	start := time.Now()
+	cat, err := b.build(ctx)
+	if err == nil {
+		bucket, kerr := conn.JetStream().KeyValue(ctx, conn.Prefix().CatalogBucket())
+		if kerr != nil {
+			err = fmt.Errorf("opening catalog bucket: %w", kerr)
+		} else {
+			var changed int
+			changed, err = catalogkv.Publish(ctx, bucket, cat)
+			if err == nil {
+				l.metrics.catalog.WithLabelValues("published").Inc()
+				l.log.Info().Int("types", len(cat.InstanceTypes)).Int("changed", changed).Dur("took", time.Since(start)).Msg("published instance catalog")
+				return
+			}
+		}
+	}
+	l.metrics.catalog.WithLabelValues("error").Inc()
+	l.log.Error().Err(err).Msg("refreshing instance catalog failed; will retry")
+}
+
+// followUnavailable learns the offerings other replicas found out of capacity.
+func (l *launcher) followUnavailable(nc *nats.Conn) error {
+	_, err := nc.Subscribe(l.prefix.Of(subject.OfferingsUnavailable), func(m *nats.Msg) {
+		var o launchv1.OfferingUnavailable
+		if err := proto.Unmarshal(m.Data, &o); err != nil {
+			return
+		}
+		ct := capacityOnDemand
+		if o.GetCapacityType() == capacityTypeEnum(capacitySpot) {
+			ct = capacitySpot
+		}
+		l.unavailable.add(Offering{InstanceType: o.GetInstanceType(), Zone: o.GetZone(), CapacityType: ct}, o.GetExpireTime().AsTime())
+	})
+	if err != nil {
+		return fmt.Errorf("subscribing to unavailable offerings: %w", err)
+	}
+	return nil
+}
+
+// every runs f now and then every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) error {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		f()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func logErr(l *launcher, err error, what string) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		l.log.Warn().Err(err).Msg(what)
+	}
+}
+
+func trimPlus(s string) string {
+	for i, r := range s {
+		if r < '0' || r > '9' {
+			return s[:i]
+		}
+	}
+	return s
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
+	"github.com/fleetwright/fleetwright/tools/e2e"
+	"github.com/fleetwright/fleetwright/tools/localcluster/clustertest"
+)
+
+func TestMain(m *testing.M) { clustertest.Main(m) }
+
+func deployment(ns, name string, replicas int32, cpu string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "c", Image: "pause", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}},
+			}},
+		},
+	}
+}
+
+// Unschedulable pods are published as one batch with their projection; pods nominated to an
+// existing NodeClaim are not offered again; a DaemonSet's pods never are.
+func TestWatcherPublishesPendingPodsInBatches(t *testing.T) {
+	c := e2e.Cluster(t)
+	client, err := c.Client()
+	require.NoError(t, err)
+	srv := bustest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	ns := "watcher-test"
+	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	wctx, stop := context.WithCancel(ctx)
+	go func() {
+		done <- run(wctx, []string{"--nats-url", srv.ClientURL(), "--kubeconfig", c.Kubeconfig, "--admin-addr", "127.0.0.1:0",
+			"--batch-idle", "300ms", "--batch-max", "3s", "--resync", "4s", "--watcher-id", "w1"})
+	}()
+	defer func() { stop(); require.NoError(t, <-done) }()
+
+	_, cons := consumer(t, ctx, srv.ClientURL())
+
+	_, err = client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "inflate", 3, "1"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "agent"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "a", Image: "pause"}}}},
+	}}
+	_, err = client.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	batch := nextBatch(t, ctx, cons)
+	require.Len(t, batch.Pods, 3, "the three inflate pods, in one batch")
+	for _, p := range batch.Pods {
+		assert.Equal(t, ns, p.Namespace)
+		assert.Equal(t, int64(1000), p.Requests.Quantities["cpu"])
+		assert.Equal(t, "ReplicaSet", p.Owner.GetKind())
+	}
+	assert.Equal(t, "w1", batch.WatcherId)
+	assert.NotEmpty(t, batch.BatchId)
+
+	// Nominate one pod to an existing NodeClaim: later batches leave it out.
+	nominated := batch.Pods[0]
+	createNodeClaim(t, ctx, c.Kubeconfig, "claim-a")
+	pod, err := client.CoreV1().Pods(ns).Get(ctx, nominated.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	pod.Annotations = map[string]string{podproj.NominationAnnotation: "claim-a"}
+	_, err = client.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	// The resync offers the still-pending pods again, without the nominated one.
+	require.Eventually(t, func() bool {
+		b := nextBatch(t, ctx, cons)
+		return len(b.Pods) == 2 && !containsPod(b, nominated.Uid)
+	}, time.Minute, 10*time.Millisecond, "resync batches offer the two un-nominated pods only")
+
+	// The NodeClaim goes away: the nominated pod is offered again.
+	deleteNodeClaim(t, ctx, client, c.Kubeconfig, "claim-a")
+	require.Eventually(t, func() bool {
+		return containsPod(nextBatch(t, ctx, cons), nominated.Uid)
+	}, time.Minute, 10*time.Millisecond, "a pod whose NodeClaim is gone is pending again")
+}
+
+func containsPod(b *podsv1.PendingPodBatch, uid string) bool {
+	for _, p := range b.Pods {
+		if p.Uid == uid {
+			return true
+		}
+	}
+	return false
+}
+
+func consumer(t *testing.T, ctx context.Context, url string) (jetstream.JetStream, jetstream.Consumer) {
+	t.Helper()
+	nc := natsConnect(t, url)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	var cons jetstream.Consumer
+	require.Eventually(t, func() bool {
+		cons, err = js.CreateOrUpdateConsumer(ctx, "FLEETWRIGHT_PODS", jetstream.ConsumerConfig{Durable: "test", AckPolicy: jetstream.AckExplicitPolicy})
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "the watcher ensures the PODS stream")
+	return js, cons
+}
+
+func nextBatch(t *testing.T, ctx context.Context, cons jetstream.Consumer) *podsv1.PendingPodBatch {
+	t.Helper()
+	msg, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
+	require.NoError(t, err, "a batch is published")
+	require.NoError(t, msg.Ack())
+	var b podsv1.PendingPodBatch
+	require.NoError(t, proto.Unmarshal(msg.Data(), &b))
+	assert.Equal(t, b.BatchId, msg.Headers().Get("Nats-Msg-Id"), "the batch id is the dedup id")
+	sort.Slice(b.Pods, func(i, j int) bool { return b.Pods[i].Uid < b.Pods[j].Uid })
+	return &b
+}

@@ -1,0 +1,178 @@
+package awsemu
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// launchTemplate is a stored launch template. Only one version is kept: $Latest, $Default and
+// "1" all name it.
+type launchTemplate struct {
+	ID, Name       string
+	Created        time.Time
+	Tags           []Tag // on the template itself
+	ImageID        string
+	InstanceType   string
+	UserData       string // base64, as sent
+	InstanceTags   []Tag  // TagSpecification with ResourceType=instance
+	SecurityGroups []string
+}
+
+type launchTemplateXML struct {
+	ID             string `xml:"launchTemplateId"`
+	Name           string `xml:"launchTemplateName"`
+	CreateTime     string `xml:"createTime"`
+	CreatedBy      string `xml:"createdBy"`
+	DefaultVersion int64  `xml:"defaultVersionNumber"`
+	LatestVersion  int64  `xml:"latestVersionNumber"`
+	Tags           []Tag  `xml:"tagSet>item"`
+}
+
+func (e *Emulator) templateXML(lt *launchTemplate) launchTemplateXML {
+	return launchTemplateXML{ID: lt.ID, Name: lt.Name, CreateTime: lt.Created.UTC().Format(time.RFC3339),
+		CreatedBy: "arn:aws:iam::" + e.cfg.AccountID + ":root", DefaultVersion: 1, LatestVersion: 1, Tags: lt.Tags}
+}
+
+type createLaunchTemplateResp struct {
+	ec2Resp
+	Template launchTemplateXML `xml:"launchTemplate"`
+}
+
+func (e *Emulator) createLaunchTemplate(req *ec2Request) (requestIDSetter, error) {
+	f := req.Form
+	name := f.Get("LaunchTemplateName")
+	if len(name) < 3 || len(name) > 128 {
+		return nil, errInvalidParameter("launch template name %q must be 3 to 128 characters", name)
+	}
+	lt := &launchTemplate{
+		Name:           name,
+		Tags:           parseTagSpecs(f, "TagSpecification", "launch-template"),
+		ImageID:        f.Get("LaunchTemplateData.ImageId"),
+		InstanceType:   f.Get("LaunchTemplateData.InstanceType"),
+		UserData:       f.Get("LaunchTemplateData.UserData"),
+		InstanceTags:   parseTagSpecs(f, "LaunchTemplateData.TagSpecification", "instance"),
+		SecurityGroups: list(f, "LaunchTemplateData.SecurityGroupId"),
+	}
+	if lt.ImageID != "" {
+		if _, ok := e.world.imageByID(lt.ImageID); !ok {
+			return nil, errNotFound("InvalidAMIID.NotFound", "The image id '[%s]' does not exist", lt.ImageID)
+		}
+	}
+	if lt.InstanceType != "" {
+		if _, ok := e.world.instanceType(lt.InstanceType); !ok {
+			return nil, errInvalidParameter("The instance type '%s' does not exist", lt.InstanceType)
+		}
+	}
+	if _, err := decodeUserData(lt.UserData); err != nil {
+		return nil, errInvalidParameter("Invalid BASE64 encoding of user data: %v", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, dup := e.ltByName[name]; dup {
+		return nil, &apiError{Status: 400, Code: "InvalidLaunchTemplateName.AlreadyExistsException",
+			Message: fmt.Sprintf("Launch template name already in use: %s", name)}
+	}
+	lt.ID = fmt.Sprintf("lt-%017x", e.rng.Uint64()&0xfffffffffffffff)
+	lt.Created = e.cfg.Clock.Now()
+	e.templates[lt.ID] = lt
+	e.ltByName[name] = lt.ID
+	return &createLaunchTemplateResp{Template: e.templateXML(lt)}, nil
+}
+
+type describeLaunchTemplatesResp struct {
+	ec2Resp
+	Templates []launchTemplateXML `xml:"launchTemplates>item"`
+	NextToken string              `xml:"nextToken,omitempty"`
+}
+
+var templateFields = fieldFilters[*launchTemplate]{
+	"launch-template-name": func(lt *launchTemplate) []string { return []string{lt.Name} },
+}
+
+func (e *Emulator) describeLaunchTemplates(req *ec2Request) (requestIDSetter, error) {
+	fs := parseFilters(req.Form)
+	if err := validateFilters(fs, templateFields, true); err != nil {
+		return nil, err
+	}
+	pg, err := parsePage(req.Form, 1, 200, 0)
+	if err != nil {
+		return nil, err
+	}
+	ids, names := list(req.Form, "LaunchTemplateId"), list(req.Form, "LaunchTemplateName")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, n := range names {
+		if _, ok := e.ltByName[n]; !ok {
+			return nil, errNotFound("InvalidLaunchTemplateName.NotFoundException",
+				"At least one of the launch templates specified in the request does not exist.")
+		}
+	}
+	for _, id := range ids {
+		if _, ok := e.templates[id]; !ok {
+			return nil, errNotFound("InvalidLaunchTemplateId.NotFound", "The specified launch template, with template ID %s, does not exist.", id)
+		}
+	}
+	var all []*launchTemplate
+	for _, lt := range e.templates {
+		if len(ids) > 0 && !slices.Contains(ids, lt.ID) || len(names) > 0 && !slices.Contains(names, lt.Name) {
+			continue
+		}
+		if ok, _ := matchFilters(lt, fs, templateFields, func(lt *launchTemplate) []Tag { return lt.Tags }); ok {
+			all = append(all, lt)
+		}
+	}
+	slices.SortFunc(all, func(a, b *launchTemplate) int { return cmpString(a.Name, b.Name) })
+	from, to, next := pg.cut(len(all))
+	out := &describeLaunchTemplatesResp{NextToken: next}
+	for _, lt := range all[from:to] {
+		out.Templates = append(out.Templates, e.templateXML(lt))
+	}
+	return out, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+type deleteLaunchTemplateResp struct {
+	ec2Resp
+	Template launchTemplateXML `xml:"launchTemplate"`
+}
+
+func (e *Emulator) deleteLaunchTemplate(req *ec2Request) (requestIDSetter, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	lt, err := e.lookupTemplateLocked(req.Form.Get("LaunchTemplateId"), req.Form.Get("LaunchTemplateName"))
+	if err != nil {
+		return nil, err
+	}
+	delete(e.templates, lt.ID)
+	delete(e.ltByName, lt.Name)
+	return &deleteLaunchTemplateResp{Template: e.templateXML(lt)}, nil
+}
+
+// lookupTemplateLocked finds a template by id or, failing that, by name.
+func (e *Emulator) lookupTemplateLocked(id, name string) (*launchTemplate, error) {
+	switch {
+	case id != "":
+		lt, ok := e.templates[id]
+		if !ok {
+			return nil, errNotFound("InvalidLaunchTemplateId.NotFound", "The specified launch template, with template ID %s, does not exist.", id)
+		}
+		return lt, nil
+	case name != "":
+		lid, ok := e.ltByName[name]
+		if !ok {
+			return nil, errNotFound("InvalidLaunchTemplateName.NotFoundException", "The specified launch template, with template name %s, does not exist.", name)
+		}
+		return e.templates[lid], nil
+	}
+	return nil, &apiError{Status: 400, Code: "MissingParameter", Message: "a launch template ID or name is required"}
+}

@@ -1,0 +1,269 @@
+package awsemu
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"sync"
+	"time"
+
+	"github.com/fleetwright/fleetwright/pkg/catalog"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// NodeSpec is what the registrar needs to register an instance's Node.
+type NodeSpec struct {
+	Name         string // the private DNS name, as the kubelet and the AWS cloud controller name it
+	InstanceID   string
+	Type         catalog.InstanceType
+	Zone, ZoneID string
+	Region       string
+	CapacityType string
+	PrivateIP    string
+	Labels       map[string]string // from user data
+	Taints       []corev1.Taint    // from user data
+}
+
+// nodeSpec describes the Node an instance registers; user data that cannot be read gives a
+// Node without the extra labels and taints, and is logged.
+func (e *Emulator) nodeSpec(inst *instance) NodeSpec {
+	t, _ := e.world.instanceType(inst.Type)
+	s, _ := e.world.subnetByID(inst.SubnetID)
+	spec := NodeSpec{Name: inst.PrivateDNS, InstanceID: inst.ID, Type: t, Zone: inst.Zone, ZoneID: s.ZoneID,
+		Region: e.cfg.Region, CapacityType: inst.CapacityType, PrivateIP: inst.PrivateIP}
+	ud, err := decodeUserData(inst.UserData)
+	if err == nil {
+		var ks kubeletSettings
+		ks, err = parseKubeletSettings(ud)
+		spec.Labels, spec.Taints = ks.Labels, ks.Taints
+	}
+	if err != nil {
+		log.Printf("awsemu: instance %s: reading user data: %v", inst.ID, err)
+	}
+	return spec
+}
+
+// EKS kubelet reservations, as the EKS AMIs and Karpenter compute them.
+const (
+	vmMemoryOverhead     = 0.075 // share of nominal memory the hypervisor and kernel keep
+	evictionMemoryMiB    = 100   // evictionHard memory.available
+	rootVolumeGiB        = 20
+	kubeReservedStorage  = 1    // GiB
+	evictionStorageShare = 0.10 // evictionHard nodefs.available
+)
+
+// kubeReservedCPU is 6% of the first core, 1% of the second, 0.5% of the third and fourth and
+// 0.25% of the rest, in millicores.
+func kubeReservedCPU(vcpu int) int64 {
+	var m float64
+	for c := 1; c <= vcpu; c++ {
+		switch {
+		case c == 1:
+			m += 60
+		case c == 2:
+			m += 10
+		case c <= 4:
+			m += 5
+		default:
+			m += 2.5
+		}
+	}
+	return int64(m)
+}
+
+// kubeReservedMemoryMiB is 11 MiB per pod plus 255 MiB.
+func kubeReservedMemoryMiB(maxPods int) int64 { return 11*int64(maxPods) + 255 }
+
+// Node builds the Node a kubelet on this instance registers, with the AWS cloud controller's
+// labels and providerID, catalog-derived capacity and allocatable, and kwok's annotation.
+func (s NodeSpec) Node() *corev1.Node {
+	t := s.Type
+	arch := t.Arch
+	labels := map[string]string{
+		corev1.LabelHostname:                s.Name,
+		corev1.LabelArchStable:              arch,
+		corev1.LabelOSStable:                "linux",
+		"beta.kubernetes.io/arch":           arch,
+		"beta.kubernetes.io/os":             "linux",
+		corev1.LabelInstanceTypeStable:      t.Name,
+		corev1.LabelInstanceType:            t.Name,
+		corev1.LabelTopologyZone:            s.Zone,
+		corev1.LabelTopologyRegion:          s.Region,
+		corev1.LabelFailureDomainBetaZone:   s.Zone,
+		corev1.LabelFailureDomainBetaRegion: s.Region,
+		"topology.k8s.aws/zone-id":          s.ZoneID,
+	}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	memMiB := int64(float64(t.MemoryMiB) * (1 - vmMemoryOverhead))
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:              *resource.NewQuantity(int64(t.VCPU), resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity(memMiB<<20, resource.BinarySI),
+		corev1.ResourcePods:             *resource.NewQuantity(int64(t.MaxPods), resource.DecimalSI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(rootVolumeGiB<<30, resource.BinarySI),
+	}
+	storageAlloc := int64(float64(rootVolumeGiB<<30)*(1-evictionStorageShare)) - kubeReservedStorage<<30
+	allocatable := corev1.ResourceList{
+		corev1.ResourceCPU:              *resource.NewMilliQuantity(int64(t.VCPU)*1000-kubeReservedCPU(t.VCPU), resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity((memMiB-kubeReservedMemoryMiB(t.MaxPods)-evictionMemoryMiB)<<20, resource.BinarySI),
+		corev1.ResourcePods:             *resource.NewQuantity(int64(t.MaxPods), resource.DecimalSI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(storageAlloc, resource.BinarySI),
+	}
+	if t.GPUCount > 0 && deref(t.GPUManufacturer) == "NVIDIA" {
+		q := *resource.NewQuantity(int64(t.GPUCount), resource.DecimalSI)
+		capacity["nvidia.com/gpu"], allocatable["nvidia.com/gpu"] = q, q
+	}
+	if n := t.Accelerators(); n > 0 {
+		q := *resource.NewQuantity(int64(n), resource.DecimalSI)
+		capacity["aws.amazon.com/neuron"], allocatable["aws.amazon.com/neuron"] = q, q
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        s.Name,
+			Labels:      labels,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+		},
+		Spec: corev1.NodeSpec{
+			ProviderID: "aws:///" + s.Zone + "/" + s.InstanceID,
+			Taints:     append([]corev1.Taint(nil), s.Taints...),
+		},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: allocatable,
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: s.PrivateIP},
+				{Type: corev1.NodeInternalDNS, Address: s.Name},
+				{Type: corev1.NodeHostName, Address: s.Name},
+			},
+			NodeInfo: corev1.NodeSystemInfo{Architecture: arch, OperatingSystem: "linux", KubeletVersion: "v1.32.4-eks",
+				MachineID: s.InstanceID, SystemUUID: s.InstanceID},
+		},
+	}
+}
+
+// Registrar registers and deletes Nodes against a kube-apiserver, one operation at a time and
+// in order, retrying failures. It implements NodeRegistrar; run it with Run.
+type Registrar struct {
+	client kubernetes.Interface
+
+	mu   sync.Mutex
+	ops  []regOp
+	wake chan struct{}
+}
+
+type regOp struct {
+	register *NodeSpec
+	delete   string
+	attempt  int
+}
+
+const maxRegistrarAttempts = 30
+
+// NewRegistrar returns a registrar using client.
+func NewRegistrar(client kubernetes.Interface) *Registrar {
+	return &Registrar{client: client, wake: make(chan struct{}, 1)}
+}
+
+// NewRegistrarFromKubeconfig builds the client from a kubeconfig file.
+func NewRegistrarFromKubeconfig(path string) (*Registrar, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating kubernetes client: %w", err)
+	}
+	return NewRegistrar(client), nil
+}
+
+// Register queues the registration of a Node.
+func (r *Registrar) Register(s NodeSpec) { r.push(regOp{register: &s}) }
+
+// Deregister queues the deletion of a Node.
+func (r *Registrar) Deregister(name string) { r.push(regOp{delete: name}) }
+
+func (r *Registrar) push(op regOp) {
+	r.mu.Lock()
+	r.ops = append(r.ops, op)
+	r.mu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run carries out queued operations until ctx is done.
+func (r *Registrar) Run(ctx context.Context) {
+	for {
+		r.mu.Lock()
+		var op regOp
+		ok := len(r.ops) > 0
+		if ok {
+			op, r.ops = r.ops[0], r.ops[1:]
+		}
+		r.mu.Unlock()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.wake:
+			}
+			continue
+		}
+		if err := r.do(ctx, op); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			op.attempt++
+			if op.attempt >= maxRegistrarAttempts {
+				log.Printf("awsemu: registrar giving up: %v", err)
+				continue
+			}
+			log.Printf("awsemu: registrar (attempt %d, will retry): %v", op.attempt, err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(op.attempt) * 200 * time.Millisecond):
+			}
+			r.mu.Lock()
+			r.ops = append([]regOp{op}, r.ops...)
+			r.mu.Unlock()
+		}
+	}
+}
+
+func (r *Registrar) do(ctx context.Context, op regOp) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	nodes := r.client.CoreV1().Nodes()
+	if op.register == nil {
+		err := nodes.Delete(ctx, op.delete, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting node %s: %w", op.delete, err)
+		}
+		return nil
+	}
+	want := op.register.Node()
+	got, err := nodes.Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		got, err = nodes.Get(ctx, want.Name, metav1.GetOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("registering node %s: %w", want.Name, err)
+	}
+	if len(got.Status.Capacity) == 0 {
+		got.Status.Capacity, got.Status.Allocatable = want.Status.Capacity, want.Status.Allocatable
+		got.Status.Addresses, got.Status.NodeInfo = want.Status.Addresses, want.Status.NodeInfo
+		if _, err := nodes.UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("setting status of node %s: %w", want.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package awsemu
+
+import (
+	"encoding/base64"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+)
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+const al2UserData = `#!/bin/bash -xe
+exec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1
+/etc/eks/bootstrap.sh 'demo-cluster' --apiserver-endpoint 'https://example' --b64-cluster-ca 'Y2E=' \
+--use-max-pods false \
+--kubelet-extra-args '--node-labels=a=b,karpenter.sh/nodepool=default --register-with-taints=t=v:NoSchedule,only-key:NoExecute --max-pods=110'
+`
+
+const al2023UserData = `MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary="//"
+
+--//
+Content-Type: application/node.eks.aws
+
+apiVersion: node.eks.aws/v1alpha1
+kind: NodeConfig
+spec:
+  cluster:
+    name: demo-cluster
+  kubelet:
+    config:
+      maxPods: 110
+      registerWithTaints:
+      - key: karpenter.sh/unregistered
+        effect: NoExecute
+    flags:
+    - --node-labels="a=b,karpenter.sh/capacity-type=spot"
+    - --register-with-taints=t=v:NoSchedule
+
+--//--
+`
+
+const bottlerocketUserData = `[settings.kubernetes]
+cluster-name = "demo-cluster"
+[settings.kubernetes.node-labels]
+"a" = "b"
+[settings.kubernetes.node-taints]
+"t" = ["v:NoSchedule"]
+`
+
+func TestParseKubeletSettings(t *testing.T) {
+	tests := []struct {
+		name   string
+		data   string
+		labels map[string]string
+		taints []corev1.Taint
+	}{
+		{"AL2 bootstrap.sh", al2UserData,
+			map[string]string{"a": "b", "karpenter.sh/nodepool": "default"},
+			[]corev1.Taint{{Key: "t", Value: "v", Effect: corev1.TaintEffectNoSchedule}, {Key: "only-key", Effect: corev1.TaintEffectNoExecute}}},
+		{"AL2023 nodeadm in MIME", al2023UserData,
+			map[string]string{"a": "b", "karpenter.sh/capacity-type": "spot"},
+			[]corev1.Taint{{Key: "t", Value: "v", Effect: corev1.TaintEffectNoSchedule}, {Key: "karpenter.sh/unregistered", Effect: corev1.TaintEffectNoExecute}}},
+		{"Bottlerocket TOML", bottlerocketUserData,
+			map[string]string{"a": "b"},
+			[]corev1.Taint{{Key: "t", Value: "v", Effect: corev1.TaintEffectNoSchedule}}},
+		{"nothing asked", "#!/bin/bash\necho hi\n", map[string]string{}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseKubeletSettings(tc.data)
+			require.NoError(t, err)
+			assert.Equal(t, tc.labels, got.Labels)
+			assert.ElementsMatch(t, tc.taints, got.Taints)
+		})
+	}
+}
+
+func TestParseKubeletSettingsRejectsBadTaint(t *testing.T) {
+	_, err := parseKubeletSettings("/etc/eks/bootstrap.sh demo --kubelet-extra-args '--register-with-taints=t=v:Sometimes'")
+	require.ErrorContains(t, err, "unknown effect")
+}
+
+func TestNodeFromCatalog(t *testing.T) {
+	emu, err := New(Config{Clock: NewManualClock(epoch)})
+	require.NoError(t, err)
+	typ, ok := emu.world.instanceType("m5.large")
+	require.True(t, ok)
+	spec := NodeSpec{Name: "ip-10-0-0-4.ec2.internal", InstanceID: "i-0123456789abcdef0", Type: typ, Zone: "us-east-1a",
+		ZoneID: "use1-az1", Region: "us-east-1", PrivateIP: "10.0.0.4", Labels: map[string]string{"a": "b"},
+		Taints: []corev1.Taint{{Key: "t", Value: "v", Effect: corev1.TaintEffectNoSchedule}}}
+	n := spec.Node()
+	assert.Equal(t, "aws:///us-east-1a/i-0123456789abcdef0", n.Spec.ProviderID)
+	assert.Equal(t, "fake", n.Annotations["kwok.x-k8s.io/node"])
+	for k, v := range map[string]string{"a": "b", "node.kubernetes.io/instance-type": "m5.large", "kubernetes.io/arch": "amd64",
+		"topology.kubernetes.io/zone": "us-east-1a", "topology.kubernetes.io/region": "us-east-1",
+		"kubernetes.io/hostname": "ip-10-0-0-4.ec2.internal", "kubernetes.io/os": "linux"} {
+		assert.Equal(t, v, n.Labels[k], k)
+	}
+	// m5.large: 2 vCPU, 8 GiB, 29 pods. CPU reserved 60m+10m; memory 8192×0.925 = 7577Mi,
+	// minus 11×29+255 = 574Mi kube-reserved and 100Mi eviction = 6903Mi.
+	assert.Equal(t, "2", n.Status.Capacity.Cpu().String())
+	assert.Equal(t, "1930m", n.Status.Allocatable.Cpu().String())
+	assert.Equal(t, "7577Mi", n.Status.Capacity.Memory().String())
+	assert.Equal(t, "6903Mi", n.Status.Allocatable.Memory().String())
+	assert.Equal(t, int64(typ.MaxPods), n.Status.Allocatable.Pods().Value())
+	assert.Equal(t, 29, typ.MaxPods)
+}

@@ -1,0 +1,216 @@
+package crdtest
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Valid objects of each kind, which the cases below break one way each.
+func nodePool() map[string]any {
+	return obj(`{"apiVersion":"karpenter.sh/v1","kind":"NodePool","metadata":{"name":"validation"},"spec":{
+		"template":{"metadata":{"labels":{"team":"a"}},"spec":{
+			"nodeClassRef":{"group":"karpenter.k8s.aws","kind":"EC2NodeClass","name":"default"},
+			"requirements":[{"key":"karpenter.k8s.aws/instance-family","operator":"In","values":["m5","c5"]}],
+			"expireAfter":"720h"}},
+		"disruption":{"consolidationPolicy":"WhenEmpty","consolidateAfter":"30s"},
+		"limits":{"cpu":"100"},"weight":10}}`)
+}
+
+func nodeClaim() map[string]any {
+	return obj(`{"apiVersion":"karpenter.sh/v1","kind":"NodeClaim","metadata":{"name":"validation"},"spec":{
+		"nodeClassRef":{"group":"karpenter.k8s.aws","kind":"EC2NodeClass","name":"default"},
+		"requirements":[{"key":"node.kubernetes.io/instance-type","operator":"In","values":["m5.large"]}],
+		"resources":{"requests":{"cpu":"1"}}}}`)
+}
+
+func ec2NodeClass() map[string]any {
+	return obj(`{"apiVersion":"karpenter.k8s.aws/v1","kind":"EC2NodeClass","metadata":{"name":"validation"},"spec":{
+		"amiSelectorTerms":[{"alias":"al2023@latest"}],
+		"subnetSelectorTerms":[{"tags":{"karpenter.sh/discovery":"demo"}}],
+		"securityGroupSelectorTerms":[{"tags":{"karpenter.sh/discovery":"demo"}}],
+		"role":"KarpenterNodeRole"}}`)
+}
+
+func provisionerObj() map[string]any {
+	return obj(`{"apiVersion":"karpenter.sh/v1alpha5","kind":"Provisioner","metadata":{"name":"validation"},"spec":{
+		"requirements":[{"key":"karpenter.sh/capacity-type","operator":"In","values":["spot"]}],
+		"providerRef":{"name":"default"},"ttlSecondsAfterEmpty":30}}`)
+}
+
+func obj(s string) map[string]any {
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		panic(err)
+	}
+	return m
+}
+
+// set changes one field of an object (path dot-separated, value as JSON).
+func set(path, value string) func(map[string]any) {
+	return func(m map[string]any) {
+		var v any
+		if err := json.Unmarshal([]byte(value), &v); err != nil {
+			panic(err)
+		}
+		if err := unstructured.SetNestedField(m, v, strings.Split(path, ".")...); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func unset(path string) func(map[string]any) {
+	return func(m map[string]any) { unstructured.RemoveNestedField(m, strings.Split(path, ".")...) }
+}
+
+// dryRun applies the object with kubectl (server-side dry run), returning its output.
+func (e *env) dryRun(t *testing.T, m map[string]any, args ...string) (string, string, error) {
+	t.Helper()
+	b, err := json.Marshal(m)
+	require.NoError(t, err)
+	return e.kubectl(t, string(b), append([]string{"apply", "--dry-run=server", "-f", "-"}, args...)...)
+}
+
+type schemaCase struct {
+	name   string
+	base   func() map[string]any
+	change func(map[string]any)
+	want   string // in the error; "" means the change is valid
+}
+
+var schemaCases = []schemaCase{
+	// NodePool
+	{"nodepool: valid base", nodePool, func(map[string]any) {}, ""},
+	{"nodepool: operator Gte", nodePool, set("spec.template.spec.requirements", `[{"key":"karpenter.k8s.aws/instance-cpu","operator":"Gte","values":["4"]}]`), ""},
+	{"nodepool: minValues met", nodePool, set("spec.template.spec.requirements", `[{"key":"karpenter.k8s.aws/instance-family","operator":"In","values":["m5","c5"],"minValues":2}]`), ""},
+	{"nodepool: Never", nodePool, set("spec.template.spec.expireAfter", `"Never"`), ""},
+	{"nodepool: scheduled budget", nodePool, set("spec.disruption.budgets", `[{"nodes":"0","schedule":"@daily","duration":"10m","reasons":["Drifted"]}]`), ""},
+	{"nodepool: unknown operator", nodePool, set("spec.template.spec.requirements", `[{"key":"kubernetes.io/arch","operator":"Equals","values":["arm64"]}]`), `Unsupported value: "Equals"`},
+	{"nodepool: weight 0", nodePool, set("spec.weight", `0`), "should be greater than or equal to 1"},
+	{"nodepool: weight 101", nodePool, set("spec.weight", `101`), "should be less than or equal to 100"},
+	{"nodepool: expireAfter in days", nodePool, set("spec.template.spec.expireAfter", `"30d"`), "expireAfter in body should match"},
+	{"nodepool: consolidateAfter not a duration", nodePool, set("spec.disruption.consolidateAfter", `"soon"`), "consolidateAfter in body should match"},
+	{"nodepool: terminationGracePeriod in words", nodePool, set("spec.template.spec.terminationGracePeriod", `"10 minutes"`), "terminationGracePeriod in body should match"},
+	{"nodepool: v1beta1 policy", nodePool, set("spec.disruption.consolidationPolicy", `"WhenUnderutilized"`), `Unsupported value: "WhenUnderutilized"`},
+	{"nodepool: In without values", nodePool, set("spec.template.spec.requirements", `[{"key":"kubernetes.io/arch","operator":"In"}]`), "requirements operator 'In' must have a value defined"},
+	{"nodepool: Gt not a number", nodePool, set("spec.template.spec.requirements", `[{"key":"karpenter.k8s.aws/instance-cpu","operator":"Gt","values":["abc"]}]`), "must have a single non-negative integer value"},
+	{"nodepool: minValues above values", nodePool, set("spec.template.spec.requirements", `[{"key":"karpenter.k8s.aws/instance-family","operator":"In","values":["m5","c5"],"minValues":3}]`), "must have at least that many values"},
+	{"nodepool: hostname requirement", nodePool, set("spec.template.spec.requirements", `[{"key":"kubernetes.io/hostname","operator":"In","values":["a"]}]`), `label domain "kubernetes.io" is restricted`},
+	{"nodepool: nodepool label", nodePool, set("spec.template.metadata.labels", `{"karpenter.sh/nodepool":"x"}`), `label "karpenter.sh/nodepool" is restricted`},
+	{"nodepool: misspelt nodeClassRef kind", nodePool, set("spec.template.spec.nodeClassRef.kind", `"EC2Nodeclass"`), "nodeClassRef must refer to an EC2NodeClass"},
+	{"nodepool: no nodeClassRef", nodePool, unset("spec.template.spec.nodeClassRef"), "spec.template.spec.nodeClassRef: Required value"},
+	{"nodepool: schedule without duration", nodePool, set("spec.disruption.budgets", `[{"nodes":"0","schedule":"@daily"}]`), "'schedule' must be set with 'duration'"},
+	{"nodepool: budget over 100%", nodePool, set("spec.disruption.budgets", `[{"nodes":"110%"}]`), "nodes in body should match"},
+	{"nodepool: limit not a quantity", nodePool, set("spec.limits", `{"cpu":"lots"}`), "limits.cpu"},
+	// NodeClaim
+	{"nodeclaim: valid base", nodeClaim, func(map[string]any) {}, ""},
+	{"nodeclaim: Lte with two values", nodeClaim, set("spec.requirements", `[{"key":"karpenter.k8s.aws/instance-cpu","operator":"Lte","values":["4","8"]}]`), "must have a single non-negative integer value"},
+	{"nodeclaim: Exists with values", nodeClaim, set("spec.requirements", `[{"key":"karpenter.k8s.aws/instance-gpu-count","operator":"Exists","values":["1"]}]`), "must have no values"},
+	// EC2NodeClass
+	{"ec2nodeclass: valid base", ec2NodeClass, func(map[string]any) {}, ""},
+	{"ec2nodeclass: pinned bottlerocket alias", ec2NodeClass, set("spec.amiSelectorTerms", `[{"alias":"bottlerocket@v1.20.0"}]`), ""},
+	{"ec2nodeclass: AMIs by id with a family", ec2NodeClass, func(m map[string]any) {
+		set("spec.amiSelectorTerms", `[{"id":"ami-0123"},{"name":"my-ami-*","owner":"self"}]`)(m)
+		set("spec.amiFamily", `"AL2"`)(m)
+	}, ""},
+	{"ec2nodeclass: role and instanceProfile", ec2NodeClass, set("spec.instanceProfile", `"profile"`), "must specify exactly one of ['role', 'instanceProfile']"},
+	{"ec2nodeclass: neither role nor instanceProfile", ec2NodeClass, unset("spec.role"), "must specify exactly one of ['role', 'instanceProfile']"},
+	{"ec2nodeclass: AMIs by id without a family", ec2NodeClass, set("spec.amiSelectorTerms", `[{"id":"ami-0123"}]`), "must specify amiFamily if amiSelectorTerms does not contain an alias"},
+	{"ec2nodeclass: alias with another term", ec2NodeClass, set("spec.amiSelectorTerms", `[{"alias":"al2023@latest"},{"id":"ami-0123"}]`), "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms"},
+	{"ec2nodeclass: unknown alias family", ec2NodeClass, set("spec.amiSelectorTerms", `[{"alias":"ubuntu@latest"}]`), "family is not supported"},
+	{"ec2nodeclass: empty subnet term", ec2NodeClass, set("spec.subnetSelectorTerms", `[{}]`), "expected at least one, got none, ['tags', 'id']"},
+	{"ec2nodeclass: no subnet terms", ec2NodeClass, set("spec.subnetSelectorTerms", `[]`), "should have at least 1 items"},
+	{"ec2nodeclass: subnet id and tags", ec2NodeClass, set("spec.subnetSelectorTerms", `[{"id":"subnet-1","tags":{"a":"b"}}]`), "'id' is mutually exclusive"},
+	{"ec2nodeclass: empty tag value", ec2NodeClass, set("spec.securityGroupSelectorTerms", `[{"tags":{"a":""}}]`), "empty tag keys or values aren't supported"},
+	{"ec2nodeclass: cluster tag", ec2NodeClass, set("spec.tags", `{"kubernetes.io/cluster/demo":"owned"}`), "restricted tag matching kubernetes.io/cluster/"},
+	{"ec2nodeclass: Ubuntu family", ec2NodeClass, set("spec.amiFamily", `"Ubuntu"`), `Unsupported value: "Ubuntu"`},
+	{"ec2nodeclass: hop limit 65", ec2NodeClass, set("spec.metadataOptions", `{"httpPutResponseHopLimit":65}`), "should be less than or equal to 64"},
+	{"ec2nodeclass: two root volumes", ec2NodeClass, set("spec.blockDeviceMappings", `[{"deviceName":"/dev/xvda","rootVolume":true},{"deviceName":"/dev/xvdb","rootVolume":true}]`), "must have only one blockDeviceMappings with rootVolume"},
+	{"ec2nodeclass: unknown kubelet reservation", ec2NodeClass, set("spec.kubelet", `{"systemReserved":{"gpu":"1"}}`), "valid keys for systemReserved"},
+	// Provisioner
+	{"provisioner: valid base", provisionerObj, func(map[string]any) {}, ""},
+	{"provisioner: inline provider kept", provisionerObj, func(m map[string]any) {
+		unset("spec.providerRef")(m)
+		set("spec.provider", `{"subnetSelector":{"a":"b"},"securityGroupSelector":{"a":"b"}}`)(m)
+	}, ""},
+	{"provisioner: weight 0", provisionerObj, set("spec.weight", `0`), "should be greater than or equal to 1"},
+	{"provisioner: emptiness ttl and consolidation", provisionerObj, set("spec.consolidation", `{"enabled":true}`), "ttlSecondsAfterEmpty and consolidation.enabled are mutually exclusive"},
+	{"provisioner: unknown operator", provisionerObj, set("spec.requirements", `[{"key":"a","operator":"Equals","values":["b"]}]`), `Unsupported value: "Equals"`},
+}
+
+// The schema accepts what Karpenter's accepts and rejects, with Karpenter's messages, what it
+// rejects.
+func TestSchemaValidation(t *testing.T) {
+	e := cluster(t)
+	for _, tc := range schemaCases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.base()
+			tc.change(m)
+			out, stderr, err := e.dryRun(t, m)
+			if tc.want == "" {
+				require.NoError(t, err, stderr)
+				require.Contains(t, out, "(server dry run)")
+				return
+			}
+			require.Error(t, err, "accepted: %s", out)
+			require.Contains(t, stderr, tc.want)
+		})
+	}
+}
+
+// A misspelt field is rejected under kubectl's default (strict) field validation, and reported
+// as a warning under --validate=warn; a misspelt required field then fails as missing rather
+// than half-applying.
+func TestMisspeltFields(t *testing.T) {
+	e := cluster(t)
+	rename := func(from, to string) func(map[string]any) {
+		return func(m map[string]any) {
+			path := strings.Split(from, ".")
+			v, _, _ := unstructured.NestedFieldCopy(m, path...)
+			unstructured.RemoveNestedField(m, path...)
+			if err := unstructured.SetNestedField(m, v, strings.Split(to, ".")...); err != nil {
+				panic(err)
+			}
+		}
+	}
+	cases := []struct {
+		name         string
+		base         func() map[string]any
+		change       func(map[string]any)
+		strictErr    string
+		warn         string // warning under --validate=warn
+		warnAccepted bool
+		warnErr      string
+	}{
+		{"nodepool requirementz", nodePool, rename("spec.template.spec.requirements", "spec.template.spec.requirementz"),
+			`unknown field "spec.template.spec.requirementz"`, `unknown field "spec.template.spec.requirementz"`, false, "spec.template.spec.requirements: Required value"},
+		{"nodepool consolidateAftr", nodePool, rename("spec.disruption.consolidateAfter", "spec.disruption.consolidateAftr"),
+			`unknown field "spec.disruption.consolidateAftr"`, `unknown field "spec.disruption.consolidateAftr"`, true, ""},
+		{"ec2nodeclass subnetSelectorTerm", ec2NodeClass, rename("spec.subnetSelectorTerms", "spec.subnetSelectorTerm"),
+			`unknown field "spec.subnetSelectorTerm"`, `unknown field "spec.subnetSelectorTerm"`, false, "spec.subnetSelectorTerms: Required value"},
+		{"provisioner ttlSecondsAfterEmty", provisionerObj, rename("spec.ttlSecondsAfterEmpty", "spec.ttlSecondsAfterEmty"),
+			`unknown field "spec.ttlSecondsAfterEmty"`, `unknown field "spec.ttlSecondsAfterEmty"`, true, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := tc.base()
+			tc.change(m)
+			out, stderr, err := e.dryRun(t, m)
+			require.Error(t, err, "strict validation accepted: %s", out)
+			require.Contains(t, stderr, tc.strictErr)
+
+			out, stderr, err = e.dryRun(t, m, "--validate=warn")
+			require.Contains(t, stderr, "Warning: "+tc.warn)
+			if tc.warnAccepted {
+				require.NoError(t, err, stderr)
+				require.Contains(t, out, "(server dry run)")
+			} else {
+				require.Error(t, err, "half-applied: %s", out)
+				require.Contains(t, stderr, tc.warnErr)
+			}
+		})
+	}
+}

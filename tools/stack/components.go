@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/fleetwright/fleetwright/tools/localcluster"
+	"github.com/fleetwright/fleetwright/tools/proc"
+)
+
+// Local defaults shared by the components and the env file.
+const (
+	clusterName = "demo-cluster"
+	awsRegion   = "us-east-1"
+	awsemuAddr  = "127.0.0.1:4566"
+)
+
+// component is one process of the stack after the control plane and NATS.
+type component struct {
+	name   string
+	args   []string
+	env    []string
+	health string // URL answering 200 once the component is ready
+}
+
+// awsEnv points the AWS SDK at the emulator, as a user's shell would.
+func awsEnv() []string {
+	return []string{
+		"AWS_ENDPOINT_URL_EC2=http://" + awsemuAddr,
+		"AWS_ENDPOINT_URL_SQS=http://" + awsemuAddr,
+		"AWS_REGION=" + awsRegion,
+		"AWS_ACCESS_KEY_ID=fleetwright-local",
+		"AWS_SECRET_ACCESS_KEY=fleetwright-local",
+		"AWS_EC2_METADATA_DISABLED=true",
+	}
+}
+
+// components lists what runs beside the control plane and NATS, in start order: the AWS
+// emulator, then the services (each with its own admin port: 8081…).
+func components(cfg config, cluster *localcluster.Cluster) []component {
+	out := []component{{
+		name: "awsemu",
+		args: []string{"--listen", awsemuAddr, "--kubeconfig", cluster.Kubeconfig, "--cluster-name", clusterName,
+			"--region", awsRegion, "--boot-delay", cfg.bootDelay.String()},
+		health: "http://" + awsemuAddr + "/_emu/healthz",
+	}}
+	common := []string{"--kubeconfig", cluster.Kubeconfig, "--nats-url", cfg.natsURL()}
+	for i, name := range services {
+		admin := "127.0.0.1:" + strconv.Itoa(8081+i)
+		args := append(append([]string{}, common...), "--admin-addr", admin)
+		switch name {
+		case "launcher":
+			args = append(args, "--cluster-name", clusterName, "--cluster-endpoint", cluster.Server, "--spot-price-modelled")
+		case "terminator":
+			args = append(args, "--cluster-name", clusterName, "--interruption-queue", clusterName)
+		}
+		out = append(out, component{name: name, args: args, env: append(awsEnv(), "POD_NAMESPACE=fleetwright", "POD_NAME="+name+"-local"),
+			health: "http://" + admin + "/readyz"})
+	}
+	return out
+}
+
+// services are started when their binary is present next to the stack binary.
+var services = []string{"pod-watcher", "scheduler", "launcher", "terminator"}
+
+// startComponents starts each component whose binary exists and waits for its health URL.
+func startComponents(ctx context.Context, cfg config, cluster *localcluster.Cluster) ([]*proc.Process, error) {
+	if err := prepareCluster(ctx, cluster); err != nil {
+		return nil, err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("locating own binary: %w", err)
+	}
+	var started []*proc.Process
+	for _, c := range components(cfg, cluster) {
+		bin := filepath.Join(filepath.Dir(exe), c.name)
+		if _, err := os.Stat(bin); err != nil {
+			fmt.Printf("stack: %s not built, skipped\n", c.name)
+			continue
+		}
+		p, err := proc.Start(c.name, bin, c.args, c.env, cfg.logDir())
+		if err != nil {
+			return started, err
+		}
+		started = append(started, p)
+		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		err = proc.WaitFor(wctx, p, c.name, func(ctx context.Context) error { return getOK(ctx, c.health) })
+		cancel()
+		if err != nil {
+			return started, err
+		}
+		fmt.Printf("stack: %s ready (%s, log %s)\n", c.name, c.health, p.LogPath)
+	}
+	return started, nil
+}
+
+// prepareCluster installs the CRDs and the services' namespace, as the deploy manifests would.
+func prepareCluster(ctx context.Context, cluster *localcluster.Cluster) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	kubectl := func(args ...string) error {
+		cmd := exec.CommandContext(ctx, cluster.Kubectl(), append([]string{"--kubeconfig", cluster.Kubeconfig}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("kubectl %v: %w: %s", args, err, out)
+		}
+		return nil
+	}
+	if err := kubectl("apply", "--server-side", "-k", filepath.Join(root, "deploy", "crds")); err != nil {
+		return err
+	}
+	if err := kubectl("wait", "--for", "condition=Established", "--timeout", "60s", "crd", "--all"); err != nil {
+		return err
+	}
+	if err := kubectl("create", "namespace", "fleetwright"); err != nil {
+		return err
+	}
+	fmt.Println("stack: CRDs installed, namespace fleetwright created")
+	return nil
+}
+
+func repoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.work above %s: run the stack from the repository", wd)
+		}
+	}
+}
