@@ -10,20 +10,21 @@ import (
 
 type config struct {
 	service.Common
-	ClusterName       string
-	ClusterEndpoint   string
-	ClusterCAFile     string
-	ClusterDNS        string
-	ClusterCIDR       string
-	Region            string
-	Workers           int
-	CatalogRefresh    time.Duration
-	ResolverTTL       time.Duration
-	RegistrationTTL   time.Duration
-	UnavailableTTL    time.Duration
-	GCInterval        time.Duration
-	GCGrace           time.Duration
-	SpotPriceModelled bool
+	ClusterName            string
+	ClusterEndpoint        string
+	ClusterCAFile          string
+	ClusterDNS             string
+	ClusterCIDR            string
+	Region                 string
+	Workers                int
+	CatalogRefresh         time.Duration
+	ResolverTTL            time.Duration
+	RegistrationTTL        time.Duration
+	UnavailableTTL         time.Duration
+	GCInterval             time.Duration
+	GCGrace                time.Duration
+	SpotPriceModelled      bool
+	DefaultInstanceProfile string
 }
 
 func parseConfig(args []string) (config, error) {
@@ -44,6 +45,8 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.GCInterval, "gc-interval", service.EnvDuration("GC_INTERVAL", time.Minute), "how often to look for instances no NodeClaim owns (env GC_INTERVAL)")
 	fs.DurationVar(&c.GCGrace, "gc-grace", service.EnvDuration("GC_GRACE", 2*time.Minute), "an instance younger than this is never garbage-collected (env GC_GRACE)")
 	fs.BoolVar(&c.SpotPriceModelled, "spot-price-modelled", service.Env("SPOT_PRICE_MODELLED", "") == "true", "mark spot prices as modelled in the catalog (the AWS emulator's are) (env SPOT_PRICE_MODELLED)")
+	fs.StringVar(&c.DefaultInstanceProfile, "default-instance-profile", service.Env("DEFAULT_INSTANCE_PROFILE", "KarpenterNodeInstanceProfile-"+service.Env("CLUSTER_NAME", "demo-cluster")),
+		"instance profile for v1alpha1 AWSNodeTemplates that name none, as aws.defaultInstanceProfile did (env DEFAULT_INSTANCE_PROFILE)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

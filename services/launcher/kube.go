@@ -16,7 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
+	ec2v1alpha1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1alpha1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/apis/translate"
+	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -30,9 +33,9 @@ type kubeStores struct {
 	nodes   *kubeNodes
 }
 
-func newKubeStores(ctx context.Context, rt *service.Runtime) (kubeStores, error) {
+func newKubeStores(ctx context.Context, rt *service.Runtime, defaultInstanceProfile string) (kubeStores, error) {
 	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, ec2v1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, ec2v1.AddToScheme, ec2v1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return kubeStores{}, fmt.Errorf("building scheme: %w", err)
 		}
@@ -46,7 +49,7 @@ func newKubeStores(ctx context.Context, rt *service.Runtime) (kubeStores, error)
 		return kubeStores{}, fmt.Errorf("creating kubernetes client: %w", err)
 	}
 	// Ask for the informers now so the cache syncs them before the first intent.
-	for _, obj := range []client.Object{&karpv1.NodeClaim{}, &corev1.Node{}, &ec2v1.EC2NodeClass{}} {
+	for _, obj := range []client.Object{&karpv1.NodeClaim{}, &corev1.Node{}, &ec2v1.EC2NodeClass{}, &ec2v1alpha1.AWSNodeTemplate{}} {
 		if _, err := c.GetInformer(ctx, obj); err != nil {
 			return kubeStores{}, fmt.Errorf("watching %T: %w", obj, err)
 		}
@@ -60,7 +63,8 @@ func newKubeStores(ctx context.Context, rt *service.Runtime) (kubeStores, error)
 	if err != nil {
 		return kubeStores{}, fmt.Errorf("creating kubernetes client: %w", err)
 	}
-	return kubeStores{claims: &kubeClaims{c: cl, direct: direct}, classes: &kubeClasses{c: cl}, nodes: &kubeNodes{c: cl, direct: direct}}, nil
+	return kubeStores{claims: &kubeClaims{c: cl, direct: direct}, classes: &kubeClasses{c: cl, defaultInstanceProfile: defaultInstanceProfile},
+		nodes: &kubeNodes{c: cl, direct: direct}}, nil
 }
 
 type kubeClaims struct{ c, direct client.Client }
@@ -194,20 +198,42 @@ func (k *kubeClaims) Delete(ctx context.Context, name string) error {
 	return nil
 }
 
-type kubeClasses struct{ c client.Client }
+type kubeClasses struct {
+	c                      client.Client
+	defaultInstanceProfile string // for v1alpha1 AWSNodeTemplates without one
+}
 
+// Get reads the EC2NodeClass the ref names; for v1alpha5 users, whose Provisioner's
+// providerRef named an AWSNodeTemplate, an AWSNodeTemplate of that name is translated into the
+// v1 model (pkg/apis/translate) when no EC2NodeClass exists.
 func (k *kubeClasses) Get(ctx context.Context, ref *commonv1.ObjectRef) (nodeClassSpec, error) {
-	if ref.GetKind() != "" && ref.GetKind() != "EC2NodeClass" {
-		return nodeClassSpec{}, fmt.Errorf("%w: kind %q is not supported (want EC2NodeClass)", errNodeClassNotFound, ref.GetKind())
+	switch ref.GetKind() {
+	case "", "EC2NodeClass", "AWSNodeTemplate":
+	default:
+		return nodeClassSpec{}, fmt.Errorf("%w: kind %q is not supported (want EC2NodeClass or AWSNodeTemplate)", errNodeClassNotFound, ref.GetKind())
 	}
-	var nc ec2v1.EC2NodeClass
-	if err := k.c.Get(ctx, client.ObjectKey{Name: ref.GetName()}, &nc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nodeClassSpec{}, fmt.Errorf("%w: EC2NodeClass %q", errNodeClassNotFound, ref.GetName())
+	if ref.GetKind() != "AWSNodeTemplate" {
+		var nc ec2v1.EC2NodeClass
+		err := k.c.Get(ctx, client.ObjectKey{Name: ref.GetName()}, &nc)
+		if err == nil {
+			return specOf(&nc), nil
 		}
-		return nodeClassSpec{}, fmt.Errorf("getting EC2NodeClass %s: %w", ref.GetName(), err)
+		if !apierrors.IsNotFound(err) {
+			return nodeClassSpec{}, fmt.Errorf("getting EC2NodeClass %s: %w", ref.GetName(), err)
+		}
 	}
-	return specOf(&nc), nil
+	var tmpl ec2v1alpha1.AWSNodeTemplate
+	if err := k.c.Get(ctx, client.ObjectKey{Name: ref.GetName()}, &tmpl); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nodeClassSpec{}, fmt.Errorf("%w: no EC2NodeClass or AWSNodeTemplate named %q", errNodeClassNotFound, ref.GetName())
+		}
+		return nodeClassSpec{}, fmt.Errorf("getting AWSNodeTemplate %s: %w", ref.GetName(), err)
+	}
+	nc, err := translate.EC2NodeClass(&tmpl, translate.Options{DefaultInstanceProfile: k.defaultInstanceProfile})
+	if err != nil {
+		return nodeClassSpec{}, bus.Permanent(fmt.Errorf("translating AWSNodeTemplate %s: %w", ref.GetName(), err))
+	}
+	return specOf(nc), nil
 }
 
 func specOf(nc *ec2v1.EC2NodeClass) nodeClassSpec {

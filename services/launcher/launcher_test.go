@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"sort"
 	"testing"
@@ -99,20 +100,25 @@ func start(t *testing.T) *env {
 
 // claim creates a NodeClaim the way the scheduler does and returns its intent.
 func (e *env) claim(name string, types ...string) *launchv1.LaunchIntent {
+	return e.claimOf("default", name, types...)
+}
+
+// claimOf is claim for the node class of another name.
+func (e *env) claimOf(class, name string, types ...string) *launchv1.LaunchIntent {
 	e.t.Helper()
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "default", "team": "a"}},
 		Spec: karpv1.NodeClaimSpec{
-			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
-			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: types}},
+			NodeClassRef:  &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			Requirements:  []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: types}},
 			StartupTaints: []corev1.Taint{{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}},
 		},
 	}
 	require.NoError(e.t, e.kube.Create(e.ctx, nc))
 	intent := &launchv1.LaunchIntent{
 		NodeClaimName: name, NodeClaimUid: string(nc.UID), NodePoolName: "default",
-		NodeClassRef: &commonv1.ObjectRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
-		Zones:        []string{"us-east-1a"},
+		NodeClassRef:  &commonv1.ObjectRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+		Zones:         []string{"us-east-1a"},
 		CapacityTypes: []commonv1.CapacityType{commonv1.CapacityType_CAPACITY_TYPE_SPOT, commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND},
 		Labels:        map[string]string{"team": "a"},
 		StartupTaints: []*commonv1.Taint{{Key: "example.com/agent-not-ready", Effect: "NoSchedule"}},
@@ -303,4 +309,31 @@ func TestInsufficientCapacityFallsThroughAndIsRemembered(t *testing.T) {
 		return nc != nil && nc.Status.ProviderID != ""
 	}, 60*time.Second, 100*time.Millisecond)
 	assert.Equal(t, before+1, calls(), "the second claim launched in one call: the exhausted pool was not offered again")
+}
+
+// A v1alpha5 user has an AWSNodeTemplate and no EC2NodeClass: the launcher translates it and
+// launches an AL2 node (v1alpha5's default family) that registers with the pool's labels.
+func TestLaunchFromAWSNodeTemplate(t *testing.T) {
+	e := start(t)
+	c := e2e.Cluster(t)
+	tmpl := "apiVersion: karpenter.k8s.aws/v1alpha1\nkind: AWSNodeTemplate\nmetadata:\n  name: legacy\nspec:\n" +
+		"  subnetSelector:\n    karpenter.sh/discovery: demo-cluster\n  securityGroupSelector:\n    karpenter.sh/discovery: demo-cluster\n"
+	path := filepath.Join(t.TempDir(), "legacy.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(tmpl), 0o644))
+	_, err := e2e.Kubectl(c, "apply", "-f", path)
+	require.NoError(t, err)
+
+	intent := e.claimOf("legacy", "default-legacy1", "m5.large")
+	e.publish(intent, intent.NodeClaimName)
+	require.Eventually(t, func() bool {
+		nc := e.nodeClaim("default-legacy1")
+		return nc != nil && nc.IsTrue(karpv1.ConditionTypeRegistered)
+	}, 90*time.Second, 100*time.Millisecond, "launched from the translated template and registered")
+	nc := e.nodeClaim("default-legacy1")
+	insts := e.instancesFor("default-legacy1")
+	require.Len(t, insts, 1)
+	var node corev1.Node
+	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: nc.Status.NodeName}, &node))
+	assert.Equal(t, "a", node.Labels["team"])
+	assert.Equal(t, "m5.large", node.Labels[karpv1.LabelInstanceType])
 }

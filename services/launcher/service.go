@@ -54,7 +54,7 @@ func run(ctx context.Context, args []string) error {
 	if cfg.ClusterEndpoint == "" {
 		cfg.ClusterEndpoint = rt.RESTConfig.Host
 	}
-	stores, err := newKubeStores(ctx, rt)
+	stores, err := newKubeStores(ctx, rt, cfg.DefaultInstanceProfile)
 	if err != nil {
 		return err
 	}
