@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string) error {
 		g.Go(func() error {
 			return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{
 				Durable: "launcher", Subject: rt.Bus.Prefix().Of(subject.LaunchIntents),
-				AckWait: 2 * time.Minute, MaxDeliver: 5, Batch: 1,
+				AckWait: 30 * time.Second, MaxDeliver: 5, Batch: 1,
 			}, l.handle)
 		})
 	}

@@ -19,7 +19,7 @@ type Config struct {
 	// default the cluster name, as in Karpenter's getting-started guide.
 	InterruptionQueue string
 
-	BootDelay           time.Duration // pending → running; default 5s
+	BootDelay           time.Duration // pending → running; default 5s (NoDelay for none)
 	ShutdownDelay       time.Duration // shutting-down → terminated; default 5s
 	NodeDeletionDelay   time.Duration // terminated → Node deleted; default 5s
 	SpotNotice          time.Duration // spot interruption warning → termination; default 2m
@@ -40,6 +40,10 @@ type Config struct {
 	// TickInterval is how often Run advances timers in real time; default 50ms.
 	TickInterval time.Duration
 }
+
+// NoDelay stands for "no delay" in a Config duration, whose zero value means the default:
+// the timer fires on the next tick.
+const NoDelay = time.Nanosecond
 
 // NodeRegistrar is what the emulator tells about instances that boot and go away. Both calls
 // must return quickly (queue the work): they are made while the emulator holds its lock.

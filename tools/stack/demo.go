@@ -6,21 +6,27 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
+	emuclient "github.com/fleetwright/fleetwright/tools/awsemu/client"
 	"github.com/fleetwright/fleetwright/tools/localcluster"
 )
 
-// demo brings the stack up and plays the getting-started scale-up, printing each step and its
-// time. Until the launcher exists, the node the pods land on is registered by the demo itself
-// (a kwok node shaped like an m5.2xlarge) and the output says so.
+// demo brings the stack up and plays the getting-started scale-up with the example NodePool
+// and EC2NodeClass: inflate 0 → 5, showing pods pending → nodeclaims → instances → nodes
+// ready → pods running, with the time each step took.
 func demo(ctx context.Context, cfg config) error {
 	if err := up(ctx, cfg); err != nil {
 		return err
@@ -30,7 +36,10 @@ func demo(ctx context.Context, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	client, err := kubernetes.NewForConfig(rc)
+	scheme := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(scheme)
+	_ = karpv1.AddToScheme(scheme)
+	kube, err := client.New(rc, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
@@ -42,98 +51,169 @@ func demo(ctx context.Context, cfg config) error {
 		}
 		return nil
 	}
-	timeout := time.Duration(cfg.demoTimeout) * time.Second
-	start := time.Now()
-	step := func(what string, cond func() (string, bool)) error {
-		t0 := time.Now()
-		last := ""
-		for {
-			msg, ok := cond()
-			if msg != last {
-				fmt.Printf("  … %s\n", msg)
-				last = msg
-			}
-			if ok {
-				fmt.Printf("✓ %s (%.1fs, %.1fs since start)\n", what, time.Since(t0).Seconds(), time.Since(start).Seconds())
-				return nil
-			}
-			if time.Since(t0) > timeout {
-				return fmt.Errorf("%s: not done after %s (last: %s)", what, timeout, msg)
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(250 * time.Millisecond):
-			}
-		}
+	batches, stopTap, err := watchBatches(cfg.natsURL())
+	if err != nil {
+		return err
 	}
-	countPods := func(pred func(corev1.Pod) bool) int {
-		pods, err := client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "app=inflate"})
-		if err != nil {
+	defer stopTap()
+
+	fmt.Println("\n== demo: the getting-started scale-up ==")
+	if err := kubectl("apply", "-f", "deploy/examples/v1/default.yaml", "-f", "deploy/examples/inflate.yaml"); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := kubectl("scale", "deployment", "inflate", "--replicas", "5"); err != nil {
+		return err
+	}
+	timeout := time.Duration(cfg.demoTimeout) * time.Second
+	pods := func(pred func(corev1.Pod) bool) int {
+		var list corev1.PodList
+		if kube.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}) != nil {
 			return 0
 		}
 		n := 0
-		for _, p := range pods.Items {
+		for _, p := range list.Items {
 			if pred(p) {
 				n++
 			}
 		}
 		return n
 	}
-	fmt.Println("\n== demo: the getting-started scale-up ==")
-	if err := kubectl("apply", "-f", "deploy/examples/inflate.yaml"); err != nil {
-		return err
-	}
-	if err := kubectl("scale", "deployment", "inflate", "--replicas", "5"); err != nil {
-		return err
-	}
-	if err := step("5 inflate pods pending (PodScheduled=False/Unschedulable)", func() (string, bool) {
-		n := countPods(isUnschedulable)
-		return fmt.Sprintf("%d/5 pods unschedulable", n), n == 5
-	}); err != nil {
-		return err
-	}
-	fmt.Println("  (the launcher is not in this build yet: the demo registers one kwok node itself)")
-	if err := registerDemoNode(ctx, client); err != nil {
-		return err
-	}
-	if err := step("node demo-node-1 Ready (kwok plays its kubelet)", func() (string, bool) {
-		n, err := client.CoreV1().Nodes().Get(ctx, "demo-node-1", metav1.GetOptions{})
-		if err != nil {
-			return err.Error(), false
+	claims := func(pred func(karpv1.NodeClaim) bool) (n, total int) {
+		var list karpv1.NodeClaimList
+		if kube.List(ctx, &list) != nil {
+			return 0, 0
 		}
-		return "node registered, waiting for Ready", nodeReady(n)
-	}); err != nil {
-		return err
+		for _, c := range list.Items {
+			if pred(c) {
+				n++
+			}
+		}
+		return n, len(list.Items)
 	}
-	if err := step("5 inflate pods Running", func() (string, bool) {
-		n := countPods(func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
-		return fmt.Sprintf("%d/5 pods running", n), n == 5
-	}); err != nil {
-		return err
+	steps := []struct {
+		what string
+		cond func() (string, bool)
+	}{
+		{"pods pending", func() (string, bool) {
+			n := pods(func(p corev1.Pod) bool { return isUnschedulable(p) || p.Spec.NodeName != "" })
+			return fmt.Sprintf("%d/5 pods marked unschedulable", n), n == 5
+		}},
+		{"nodeclaims created", func() (string, bool) {
+			n, _ := claims(func(karpv1.NodeClaim) bool { return true })
+			return fmt.Sprintf("%d nodeclaim(s)", n), n > 0
+		}},
+		{"instances launched", func() (string, bool) {
+			n, total := claims(func(c karpv1.NodeClaim) bool { return c.Status.ProviderID != "" })
+			return fmt.Sprintf("%d/%d launched", n, total), n == total && n > 0
+		}},
+		{"nodes ready", func() (string, bool) {
+			n, total := claims(func(c karpv1.NodeClaim) bool { return c.IsTrue(karpv1.ConditionTypeInitialized) })
+			return fmt.Sprintf("%d/%d initialized", n, total), n == total && n > 0
+		}},
+		{"pods running", func() (string, bool) {
+			n := pods(func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+			return fmt.Sprintf("%d/5 running", n), n == 5
+		}},
 	}
-	_ = kubectl("get", "nodes,pods", "-o", "wide")
-	fmt.Printf("\nDemo done in %.1fs. The stack stays up: `. %s` then kubectl; `make down` stops it.\n", time.Since(start).Seconds(), cfg.envFile())
+	for _, s := range steps {
+		if err := waitStep(ctx, s.what, s.cond, start, timeout); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nAll 5 pods Running %.1fs after the scale-up.\n\n", time.Since(start).Seconds())
+	_ = kubectl("get", "nodepools")
+	fmt.Println()
+	_ = kubectl("get", "nodeclaims", "-o", "wide")
+	fmt.Println()
+	_ = kubectl("get", "nodes", "-L", "karpenter.sh/nodepool,karpenter.sh/capacity-type,node.kubernetes.io/instance-type,topology.kubernetes.io/zone")
+	reportLatency(ctx, batches(), emuclient.New("http://"+awsemuAddr))
+	fmt.Printf("\nThe stack stays up: `. %s`, then kubectl, or `go run ./tools/tap` to watch the bus; `make down` stops it.\n", cfg.envFile())
+	fmt.Println("(Scale-down — empty nodes removed — arrives with the terminator.)")
 	return nil
 }
 
-func registerDemoNode(ctx context.Context, client kubernetes.Interface) error {
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("58")}
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        "demo-node-1",
-			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-			Labels: map[string]string{"kubernetes.io/hostname": "demo-node-1", "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-				"node.kubernetes.io/instance-type": "m5.2xlarge", "topology.kubernetes.io/zone": "us-east-1a"},
-		},
-		Spec:   corev1.NodeSpec{ProviderID: "aws:///us-east-1a/i-0demo0000000000001"},
-		Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
+func waitStep(ctx context.Context, what string, cond func() (string, bool), start time.Time, timeout time.Duration) error {
+	t0 := time.Now()
+	last := ""
+	for {
+		msg, ok := cond()
+		if msg != last {
+			fmt.Printf("  … %s\n", msg)
+			last = msg
+		}
+		if ok {
+			fmt.Printf("✓ %-20s +%5.1fs   (%.1fs since scale-up)\n", what, time.Since(t0).Seconds(), time.Since(start).Seconds())
+			return nil
+		}
+		if time.Since(t0) > timeout {
+			return fmt.Errorf("%s: not done after %s (last: %s); see .local/logs", what, timeout, msg)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
-	_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil && !isAlreadyExists(err) {
-		return fmt.Errorf("registering demo node: %w", err)
+}
+
+// watchBatches records when each pending-pod batch closed, from the bus (as the tap sees it).
+func watchBatches(url string) (func() []time.Time, func(), error) {
+	nc, err := nats.Connect(url, nats.Name("fleetwright-demo"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to nats: %w", err)
 	}
-	return nil
+	var mu sync.Mutex
+	var closed []time.Time
+	_, err = nc.Subscribe("fleetwright.pods.pending", func(m *nats.Msg) {
+		var b podsv1.PendingPodBatch
+		if proto.Unmarshal(m.Data, &b) == nil {
+			mu.Lock()
+			closed = append(closed, b.GetWindowCloseTime().AsTime())
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("subscribing to pending batches: %w", err)
+	}
+	get := func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Time(nil), closed...)
+	}
+	return get, nc.Close, nil
+}
+
+// reportLatency prints, for every CreateFleet call, the time since the batch that led to it
+// closed (the latest batch closed before the call), with p50 and p99.
+func reportLatency(ctx context.Context, batches []time.Time, emu *emuclient.Client) {
+	calls, err := emu.Calls(ctx)
+	if err != nil || len(batches) == 0 {
+		return
+	}
+	sort.Slice(batches, func(i, j int) bool { return batches[i].Before(batches[j]) })
+	var lat []time.Duration
+	for _, c := range calls {
+		if c.Action != "CreateFleet" {
+			continue
+		}
+		var closed time.Time
+		for _, b := range batches {
+			if !b.After(c.Time) {
+				closed = b
+			}
+		}
+		if !closed.IsZero() {
+			lat = append(lat, c.Time.Sub(closed))
+		}
+	}
+	if len(lat) == 0 {
+		return
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
+	fmt.Printf("\nBatch closed → CreateFleet called: %d call(s), p50 %s, p99 %s\n", len(lat), pct(0.5).Round(time.Millisecond), pct(0.99).Round(time.Millisecond))
 }
 
 func isUnschedulable(p corev1.Pod) bool {
@@ -144,14 +224,3 @@ func isUnschedulable(p corev1.Pod) bool {
 	}
 	return false
 }
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
-func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }

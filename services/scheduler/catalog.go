@@ -1,0 +1,118 @@
+package main
+
+import (
+	"sync"
+
+	"github.com/fleetwright/fleetwright/pkg/catalog"
+	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
+	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+)
+
+// instanceTypes turns the launcher's catalog (KV bucket) into the core's instance types,
+// converting again only when the bucket changed.
+type instanceTypes struct {
+	watch *catalogkv.Watcher
+
+	mu      sync.Mutex
+	version uint64
+	types   []scheduling.InstanceType
+	byName  map[string]*scheduling.InstanceType
+}
+
+// current returns the instance types and an index by name; both are shared, read-only.
+func (c *instanceTypes) current() ([]scheduling.InstanceType, map[string]*scheduling.InstanceType, error) {
+	cat, version, err := c.watch.Catalog()
+	if err != nil {
+		return nil, nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.types != nil && version == c.version {
+		return c.types, c.byName, nil
+	}
+	c.types = fromCatalog(cat)
+	c.byName = make(map[string]*scheduling.InstanceType, len(c.types))
+	for i := range c.types {
+		c.byName[c.types[i].Name] = &c.types[i]
+	}
+	c.version = version
+	return c.types, c.byName, nil
+}
+
+// fromCatalog converts each catalog type into the core's type: labels and capacity the way the
+// core derives them from pkg/catalog, offerings and prices as the launcher published them.
+func fromCatalog(cat *catalogv1.Catalog) []scheduling.InstanceType {
+	src := make([]catalog.InstanceType, 0, len(cat.GetInstanceTypes()))
+	offerings := make(map[string][]scheduling.Offering, len(cat.GetInstanceTypes()))
+	for _, it := range cat.GetInstanceTypes() {
+		src = append(src, catalogType(it))
+		for _, o := range it.GetOfferings() {
+			ct := capacityTypeName(o.GetCapacityType())
+			if ct == "" {
+				continue
+			}
+			offerings[it.GetName()] = append(offerings[it.GetName()], scheduling.Offering{
+				Zone: o.GetZone(), CapacityType: ct, PriceUSDPerHour: o.GetPriceUsdPerHour(), Available: o.GetAvailable(),
+			})
+		}
+	}
+	out := scheduling.FromCatalog(src, nil)
+	for i := range out {
+		out[i].Offerings = offerings[out[i].Name]
+	}
+	return out
+}
+
+func catalogType(it *catalogv1.InstanceType) catalog.InstanceType {
+	str := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	i64 := func(n int64) *int64 {
+		if n == 0 {
+			return nil
+		}
+		return &n
+	}
+	t := catalog.InstanceType{
+		Name: it.GetName(), Family: it.GetFamily(), Generation: int(it.GetGeneration()), Category: it.GetCategory(),
+		Size: it.GetSize(), VCPU: int(it.GetVcpu()), MemoryMiB: it.GetMemoryMib(), Arch: it.GetArchitecture(),
+		CPUManufacturer: str(it.GetCpuManufacturer()), GPUCount: int(it.GetGpuCount()),
+		GPUManufacturer: str(it.GetGpuManufacturer()), GPUName: str(it.GetGpuName()), GPUMemoryMiB: i64(it.GetGpuMemoryMib()),
+		AcceleratorManufacturer: str(it.GetAcceleratorManufacturer()), AcceleratorName: str(it.GetAcceleratorName()),
+		MaxPods: int(it.GetMaxPods()), Burstable: it.GetBurstable(), BareMetal: it.GetBareMetal(),
+		Hypervisor: str(it.GetHypervisor()), LocalNVMeGiB: i64(it.GetLocalNvmeGib()),
+		NetworkBandwidthMbps: i64(it.GetNetworkBandwidthMbps()), EBSBandwidthMbps: i64(it.GetEbsBandwidthMbps()),
+	}
+	if n := int(it.GetAcceleratorCount()); n > 0 {
+		t.AcceleratorCount = &n
+	}
+	if t.MaxPods == 0 {
+		t.MaxPods = 110
+	}
+	return t
+}
+
+func capacityTypeName(ct commonv1.CapacityType) string {
+	switch ct {
+	case commonv1.CapacityType_CAPACITY_TYPE_SPOT:
+		return scheduling.CapacityTypeSpot
+	case commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND:
+		return scheduling.CapacityTypeOnDemand
+	}
+	return ""
+}
+
+func capacityTypeEnum(ct string) commonv1.CapacityType {
+	switch ct {
+	case scheduling.CapacityTypeSpot:
+		return commonv1.CapacityType_CAPACITY_TYPE_SPOT
+	case scheduling.CapacityTypeOnDemand:
+		return commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND
+	}
+	return commonv1.CapacityType_CAPACITY_TYPE_UNSPECIFIED
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"time"
+
+	"github.com/fleetwright/fleetwright/pkg/service"
+)
+
+type config struct {
+	service.Common
+	Namespace         string
+	Identity          string
+	LeaseDuration     time.Duration
+	RenewDeadline     time.Duration
+	RetryPeriod       time.Duration
+	Reconcile         time.Duration
+	UnavailableReplay time.Duration
+	MaxInstanceTypes  int
+	CacheWait         time.Duration
+}
+
+func parseConfig(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("scheduler", flag.ContinueOnError)
+	c.Register(fs, "127.0.0.1:8082")
+	host, _ := os.Hostname()
+	fs.StringVar(&c.Namespace, "namespace", service.Env("POD_NAMESPACE", "fleetwright"), "namespace of the leader-election Lease (env POD_NAMESPACE)")
+	fs.StringVar(&c.Identity, "identity", service.Env("POD_NAME", host), "this replica's name as Lease holder (env POD_NAME)")
+	fs.DurationVar(&c.LeaseDuration, "lease-duration", service.EnvDuration("LEASE_DURATION", 15*time.Second), "how long a standby waits before taking over a lease that is not renewed (env LEASE_DURATION)")
+	fs.DurationVar(&c.RenewDeadline, "renew-deadline", service.EnvDuration("RENEW_DEADLINE", 10*time.Second), "how long the leader keeps trying to renew before it steps down (env RENEW_DEADLINE)")
+	fs.DurationVar(&c.RetryPeriod, "retry-period", service.EnvDuration("RETRY_PERIOD", 2*time.Second), "how often leader election is retried (env RETRY_PERIOD)")
+	fs.DurationVar(&c.Reconcile, "reconcile-interval", service.EnvDuration("RECONCILE_INTERVAL", 30*time.Second), "how often the leader republishes intents of NodeClaims not launched yet (env RECONCILE_INTERVAL)")
+	fs.DurationVar(&c.UnavailableReplay, "unavailable-replay", service.EnvDuration("UNAVAILABLE_REPLAY", 5*time.Minute), "how far back unavailable offerings are replayed on start (env UNAVAILABLE_REPLAY)")
+	fs.IntVar(&c.MaxInstanceTypes, "max-instance-types", service.EnvInt("MAX_INSTANCE_TYPES", 60), "instance types offered per NodeClaim, cheapest first (env MAX_INSTANCE_TYPES)")
+	fs.DurationVar(&c.CacheWait, "cache-wait", service.EnvDuration("CACHE_WAIT", 2*time.Second), "how long a batch waits for the pod cache to show its pods pending (env CACHE_WAIT)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	var errs []error
+	if c.Namespace == "" || c.Identity == "" {
+		errs = append(errs, errors.New("--namespace and --identity are required"))
+	}
+	if c.LeaseDuration <= c.RenewDeadline || c.RenewDeadline <= c.RetryPeriod || c.RetryPeriod <= 0 {
+		errs = append(errs, errors.New("need --lease-duration > --renew-deadline > --retry-period > 0"))
+	}
+	if c.Reconcile <= 0 {
+		errs = append(errs, errors.New("--reconcile-interval must be positive"))
+	}
+	if c.MaxInstanceTypes < 1 || c.MaxInstanceTypes > 60 {
+		errs = append(errs, errors.New("--max-instance-types must be between 1 and 60"))
+	}
+	return c, errors.Join(errs...)
+}

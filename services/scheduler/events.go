@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+// Event reasons the scheduler records on pods, as Karpenter records them.
+const (
+	reasonNominated        = "Nominated"
+	reasonFailedScheduling = "FailedScheduling"
+	eventComponent         = "fleetwright-scheduler"
+)
+
+// newRecorder records Kubernetes Events through the API until ctx ends.
+func newRecorder(ctx context.Context, kube kubernetes.Interface) record.EventRecorder {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	go func() {
+		<-ctx.Done()
+		b.Shutdown()
+	}()
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent})
+}
+
+// nominated tells the pod which NodeClaim (or node) it waits for.
+func nominated(r record.EventRecorder, pod *corev1.Pod, kind, name string) {
+	r.Eventf(pod, corev1.EventTypeNormal, reasonNominated, "Pod should schedule on: %s/%s", kind, name)
+}
+
+// failedScheduling tells the pod why no NodePool can take it.
+func failedScheduling(r record.EventRecorder, pod *corev1.Pod, reason string) {
+	r.Eventf(pod, corev1.EventTypeWarning, reasonFailedScheduling, "Failed to schedule pod, %s", reason)
+}

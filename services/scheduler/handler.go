@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
+	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
+)
+
+var tracer = otel.Tracer("github.com/fleetwright/fleetwright/services/scheduler")
+
+// noNodePool is the reason given to pods when no NodePool (or Provisioner) exists at all.
+const noNodePool = "no NodePool exists, and no existing node can take it"
+
+// handle schedules one batch of pending pods: drop the pods that stopped being pending or are
+// nominated already, solve, create a NodeClaim per planned claim and nominate its pods, tell
+// the unplaceable pods why, publish one LaunchIntent per NodeClaim. Only then is the batch
+// acked; a redelivery finds the pods nominated and does nothing again.
+func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d bus.Delivery) error {
+	start := s.now()
+	ctx, span := tracer.Start(ctx, "scheduler.solve")
+	defer span.End()
+	log := s.rt.Log.With().Str("batch", batch.GetBatchId()).Logger()
+	if d.Attempt > 1 {
+		log = log.With().Uint64("attempt", d.Attempt).Logger()
+	}
+	pods, kube := s.provisionable(ctx, batch)
+	span.SetAttributes(attribute.Int("fleetwright.pods", len(pods)), attribute.String("fleetwright.batch_id", batch.GetBatchId()))
+	if len(pods) == 0 {
+		log.Debug().Int("offered", len(batch.GetPods())).Msg("no provisionable pods left in batch")
+		s.metrics.batches.WithLabelValues("nothing_to_do").Inc()
+		return nil
+	}
+	log.Info().Msgf("found %d provisionable pod(s)", len(pods))
+
+	v, err := s.read()
+	if err != nil {
+		s.fail(span, "error", err)
+		return fmt.Errorf("reading cluster state: %w", err)
+	}
+	plan, err := scheduling.Solve(s.input(v, pods))
+	if err != nil {
+		s.fail(span, "error", err)
+		return fmt.Errorf("solving: %w", err)
+	}
+	s.metrics.solveSeconds.Observe(s.now().Sub(start).Seconds())
+	placed := 0
+	for _, c := range plan.NodeClaims {
+		placed += len(c.PodUIDs)
+	}
+	log.Info().Dur("duration", s.now().Sub(start)).Msgf("computed %d new nodeclaim(s) to fit %d pod(s)", len(plan.NodeClaims), placed)
+	if len(plan.Placements) > 0 {
+		log.Info().Msgf("computed %d existing or in-flight node(s) will fit %d pod(s)", targets(plan.Placements), len(plan.Placements))
+	}
+
+	claims, err := s.createClaims(ctx, plan, v, kube, batch.GetBatchId(), log)
+	if err != nil {
+		s.fail(span, "error", err)
+		return err
+	}
+	s.nominateExisting(ctx, plan.Placements, v, kube, log)
+	s.reportUnschedulable(plan.Unschedulable, v, kube, log)
+	for _, c := range claims {
+		if err := s.publishIntent(ctx, c, v, "batch"); err != nil {
+			s.fail(span, "error", err)
+			return err
+		}
+	}
+	s.metrics.podsScheduled.Add(float64(placed + len(plan.Placements)))
+	s.metrics.podsUnsched.Add(float64(len(plan.Unschedulable)))
+	outcome := "scheduled"
+	if len(plan.NodeClaims) == 0 && len(plan.Placements) == 0 {
+		outcome = "unschedulable"
+	}
+	s.metrics.batches.WithLabelValues(outcome).Inc()
+	span.SetAttributes(attribute.Int("fleetwright.claims", len(claims)), attribute.Float64("fleetwright.price_usd_per_hour", plan.CostUSDPerHour()),
+		attribute.StringSlice("fleetwright.pools", poolsOf(plan)), attribute.StringSlice("fleetwright.instance_types", chosenTypes(plan)),
+		attribute.Int("fleetwright.unschedulable", len(plan.Unschedulable)))
+	return nil
+}
+
+func (s *scheduler) fail(span trace.Span, outcome string, err error) {
+	span.RecordError(err)
+	span.SetStatus(codes.Error, err.Error())
+	s.metrics.batches.WithLabelValues(outcome).Inc()
+}
+
+// provisionable returns the batch's pods that still need capacity, as the informer cache sees
+// them: still pending, not nominated to a NodeClaim that exists, each pod once. Alongside, the
+// Kubernetes pods by UID for annotating and events. The cache may lag the pod-watcher's: a pod
+// the cache does not show as pending yet (absent, or not yet marked unschedulable) is waited
+// for, up to --cache-wait; a pod the cache shows bound, deleted, finished or nominated is
+// dropped at once.
+func (s *scheduler) provisionable(ctx context.Context, batch *podsv1.PendingPodBatch) ([]scheduling.Pod, map[string]*corev1.Pod) {
+	kube := map[string]*corev1.Pod{}
+	var order []string
+	waiting := map[string]*podsv1.PodProjection{}
+	for _, p := range batch.GetPods() {
+		if _, dup := waiting[p.GetUid()]; !dup {
+			waiting[p.GetUid()] = p
+			order = append(order, p.GetUid())
+		}
+	}
+	deadline := s.now().Add(s.cfg.CacheWait)
+	for {
+		for uid, p := range waiting {
+			switch pod, verdict := s.classify(p); verdict {
+			case podProvisionable:
+				kube[uid] = pod
+				delete(waiting, uid)
+			case podDone:
+				delete(waiting, uid)
+			}
+		}
+		if len(waiting) == 0 || !s.now().Before(deadline) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	var out []scheduling.Pod
+	for _, uid := range order {
+		if pod := kube[uid]; pod != nil {
+			out = append(out, corePod(podproj.Project(pod, s.cluster.volumes)))
+		}
+	}
+	return out, kube
+}
+
+type podVerdict int
+
+const (
+	podProvisionable podVerdict = iota
+	podDone                     // bound, gone, finished or nominated: nothing to do
+	podNotYet                   // the cache has not caught up with the batch
+)
+
+func (s *scheduler) classify(p *podsv1.PodProjection) (*corev1.Pod, podVerdict) {
+	pod, ok := s.cluster.pod(p.GetNamespace(), p.GetName())
+	switch {
+	case !ok:
+		return nil, podNotYet
+	case string(pod.UID) != p.GetUid():
+		return nil, podDone // replaced by a pod of the same name
+	case s.nominatedTo(pod) != "":
+		return nil, podDone
+	}
+	if pending, _ := podproj.Pending(pod); pending {
+		return pod, podProvisionable
+	}
+	unbound := pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil &&
+		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+	if unbound && !podproj.Unschedulable(pod) {
+		return nil, podNotYet
+	}
+	return nil, podDone
+}
+
+// nominatedTo returns the NodeClaim the pod is nominated to, if that claim exists and is not
+// being deleted (in the cache, or created by this replica moments ago and not cached yet).
+func (s *scheduler) nominatedTo(pod *corev1.Pod) string {
+	name := pod.Annotations[podproj.NominationAnnotation]
+	if name == "" {
+		name = s.recent.nomination(string(pod.UID))
+	}
+	if name == "" {
+		return ""
+	}
+	if live, cached := s.cluster.nodeClaimLive(name); live || (!cached && s.recent.created(name)) {
+		return name
+	}
+	return ""
+}
+
+// nominateExisting tells pods the core placed on existing capacity where they go; pods placed
+// on an in-flight NodeClaim are nominated to it.
+func (s *scheduler) nominateExisting(ctx context.Context, placements []scheduling.Placement, v view, kube map[string]*corev1.Pod, log zerolog.Logger) {
+	inFlight := map[string]bool{}
+	for _, c := range v.claims {
+		inFlight[c.Name] = true
+	}
+	for _, p := range placements {
+		pod := kube[p.PodUID]
+		if pod == nil {
+			continue
+		}
+		if !inFlight[p.Node] {
+			nominated(s.recorder, pod, "node", p.Node)
+			continue
+		}
+		if err := s.nominate(ctx, pod, p.Node); err != nil {
+			log.Warn().Err(err).Str("pod", pod.Namespace+"/"+pod.Name).Msg("nominating pod to in-flight nodeclaim")
+		}
+	}
+}
+
+// reportUnschedulable records a FailedScheduling event on each pod no pool can take.
+func (s *scheduler) reportUnschedulable(unplaced []scheduling.Unschedulable, v view, kube map[string]*corev1.Pod, log zerolog.Logger) {
+	for i, u := range unplaced {
+		pod := kube[u.PodUID]
+		if pod == nil {
+			continue
+		}
+		reason := u.Reason
+		if len(v.pools) == 0 {
+			reason = noNodePool
+		}
+		failedScheduling(s.recorder, pod, reason)
+		if i < 10 {
+			log.Warn().Str("pod", pod.Namespace+"/"+pod.Name).Str("reason", reason).Msg("could not schedule pod")
+		}
+	}
+	if len(unplaced) > 10 {
+		log.Warn().Int("more", len(unplaced)-10).Msg("could not schedule further pods")
+	}
+}
+
+// launchMessage is Karpenter's line for a NodeClaim about to launch:
+// launching nodeclaim with 5 pods requesting {"cpu":"5125m","pods":"7"} from types a, b, ... and 38 other(s).
+func launchMessage(pods int, requests scheduling.ResourceList, types []string) string {
+	req := map[string]string{}
+	for n, q := range resourceList(requests) {
+		req[string(n)] = q.String()
+	}
+	b, _ := json.Marshal(req) // keys sorted
+	return fmt.Sprintf("launching nodeclaim with %d pods requesting %s from types %s", pods, b, typeList(types))
+}
+
+func typeList(types []string) string {
+	const shown = 5
+	if len(types) <= shown {
+		return strings.Join(types, ", ")
+	}
+	return fmt.Sprintf("%s ... and %d other(s)", strings.Join(types[:shown], ", "), len(types)-shown)
+}
+
+func targets(ps []scheduling.Placement) int {
+	seen := map[string]bool{}
+	for _, p := range ps {
+		seen[p.Node] = true
+	}
+	return len(seen)
+}
+
+func poolsOf(p scheduling.Plan) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range p.NodeClaims {
+		if !seen[c.NodePool] {
+			seen[c.NodePool] = true
+			out = append(out, c.NodePool)
+		}
+	}
+	return out
+}
+
+// chosenTypes lists each claim's cheapest option.
+func chosenTypes(p scheduling.Plan) []string {
+	var out []string
+	for _, c := range p.NodeClaims {
+		if len(c.InstanceTypes) > 0 {
+			out = append(out, c.InstanceTypes[0])
+		}
+	}
+	return out
+}

@@ -1,0 +1,370 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
+	"github.com/fleetwright/fleetwright/pkg/catalog"
+	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
+	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
+	"github.com/fleetwright/fleetwright/tools/e2e"
+	"github.com/fleetwright/fleetwright/tools/localcluster"
+	"github.com/fleetwright/fleetwright/tools/localcluster/clustertest"
+)
+
+func TestMain(m *testing.M) { clustertest.Main(m) }
+
+var testZones = []string{"us-east-1a", "us-east-1b", "us-east-1c"}
+
+// env is one test's world: the shared control plane, its own NATS server, the scheduler
+// running in-process, and clients to look at what it did.
+type env struct {
+	t       *testing.T
+	ctx     context.Context
+	c       *localcluster.Cluster
+	kube    kubernetes.Interface
+	dyn     dynamic.Interface
+	conn    *bus.Conn
+	ns      string
+	logs    *syncBuffer
+	natsURL string
+}
+
+// newEnv starts NATS, publishes the catalog, makes the test's namespace and runs the
+// scheduler. Cluster-scoped objects the test creates are its own to clean up.
+func newEnv(t *testing.T, ns string) *env {
+	c := clusterWithCRDs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	kube, err := c.Client()
+	require.NoError(t, err)
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	srv := bustest.RunServer(t)
+	conn, err := bus.Connect(ctx, bus.Config{URL: srv.ClientURL(), Registerer: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	require.NoError(t, conn.EnsureStreams(ctx))
+	e := &env{t: t, ctx: ctx, c: c, kube: kube, dyn: dyn, conn: conn, ns: ns, natsURL: srv.ClientURL()}
+	for _, name := range []string{ns, "fleetwright"} {
+		_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			require.NoError(t, err)
+		}
+	}
+	// Leave no pending pods behind for the next test's nodes to attract.
+	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	e.publishCatalog()
+	return e
+}
+
+// start runs a scheduler replica in-process until the test ends (or the returned stop is
+// called), its log captured with every other replica's. The first replica started also
+// cleans up the cluster-scoped objects when the test ends.
+func (e *env) start(identity string, extra ...string) (stop func()) {
+	first := e.logs == nil
+	if first {
+		e.logs = captureStderr(e.t)
+	}
+	done := make(chan error, 1)
+	sctx, cancel := context.WithCancel(e.ctx)
+	args := append([]string{"--nats-url", e.natsURL, "--kubeconfig", e.c.Kubeconfig, "--admin-addr", "127.0.0.1:0",
+		"--identity", identity, "--lease-duration", "4s", "--renew-deadline", "3s", "--retry-period", "500ms",
+		"--reconcile-interval", "2s"}, extra...)
+	go func() { done <- run(sctx, args) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			assert.NoError(e.t, <-done, "scheduler %s stops cleanly", identity)
+		})
+	}
+	e.t.Cleanup(func() {
+		stop()
+		if !first {
+			return
+		}
+		if e.t.Failed() {
+			e.t.Logf("---- scheduler log ----\n%s", e.logs.String())
+		}
+		e.cleanupClusterObjects()
+	})
+	return stop
+}
+
+// cleanupClusterObjects removes the cluster-scoped Karpenter objects, so the next test starts
+// from none.
+func (e *env) cleanupClusterObjects() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, gvr := range []schema.GroupVersionResource{nodeClaimsGVR, nodePoolsGVR, nodeClassesGVR, provisionersGVR, nodeTemplatesGVR} {
+		r := e.dyn.Resource(gvr)
+		if err := r.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); apierrors.IsNotFound(err) {
+			continue
+		}
+		assert.Eventually(e.t, func() bool {
+			list, err := r.List(ctx, metav1.ListOptions{})
+			return err == nil && len(list.Items) == 0
+		}, time.Minute, 100*time.Millisecond, "%s deleted", gvr.Resource)
+	}
+}
+
+// publishCatalog writes the embedded catalog, offered in three zones, to the catalog bucket
+// as the launcher would: on-demand at list price, spot at the modelled price.
+func (e *env) publishCatalog() {
+	cat := &catalogv1.Catalog{Region: "us-east-1", Source: "pkg/catalog (test)"}
+	for _, t := range catalog.Schedulable() {
+		if t.OnDemandPriceUSDPerHour <= 0 {
+			continue
+		}
+		it := &catalogv1.InstanceType{Name: t.Name, Family: t.Family, Category: t.Category, Generation: int32(t.Generation),
+			Size: t.Size, Vcpu: int32(t.VCPU), MemoryMib: t.MemoryMiB, Architecture: t.Arch, OperatingSystems: []string{"linux"},
+			GpuCount: int32(t.GPUCount), MaxPods: int32(t.MaxPods), BareMetal: t.BareMetal, Burstable: t.Burstable}
+		if t.Hypervisor != nil {
+			it.Hypervisor = *t.Hypervisor
+		}
+		if t.CPUManufacturer != nil {
+			it.CpuManufacturer = *t.CPUManufacturer
+		}
+		for _, z := range testZones {
+			it.Offerings = append(it.Offerings,
+				&catalogv1.Offering{Zone: z, CapacityType: commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND, PriceUsdPerHour: t.OnDemandPriceUSDPerHour, Available: true},
+				&catalogv1.Offering{Zone: z, CapacityType: commonv1.CapacityType_CAPACITY_TYPE_SPOT, PriceUsdPerHour: catalog.SpotPrice(t, z), Available: true, PriceIsModelled: true})
+		}
+		cat.InstanceTypes = append(cat.InstanceTypes, it)
+	}
+	kv, err := e.conn.JetStream().KeyValue(e.ctx, e.conn.Prefix().CatalogBucket())
+	require.NoError(e.t, err)
+	_, err = catalogkv.Publish(e.ctx, kv, cat)
+	require.NoError(e.t, err)
+}
+
+var crdsOnce sync.Once
+
+// clusterWithCRDs is the shared control plane with deploy/crds applied file by file (the
+// directory also holds a kustomization, which plain `kubectl apply -f dir` rejects).
+func clusterWithCRDs(t *testing.T) *localcluster.Cluster {
+	c := clustertest.Get(t)
+	var err error
+	crdsOnce.Do(func() {
+		files, _ := filepath.Glob(filepath.Join(e2e.Root(t), "deploy", "crds", "*_*.yaml"))
+		for _, f := range files {
+			if _, err = e2e.Kubectl(c, "apply", "--server-side", "-f", f); err != nil {
+				return
+			}
+		}
+		_, err = e2e.Kubectl(c, "wait", "--for", "condition=Established", "--timeout", "60s", "crd", "--all")
+	})
+	require.NoError(t, err, "installing CRDs")
+	return c
+}
+
+// apply applies a manifest from the repository.
+func (e *env) apply(path string) {
+	_, err := e2e.Kubectl(e.c, "apply", "-f", filepath.Join(e2e.Root(e.t), path))
+	require.NoError(e.t, err)
+}
+
+// pendingPods creates a deployment of n pause pods and waits until kube-scheduler has marked
+// them all unschedulable.
+func (e *env) pendingPods(name string, n int32, cpu string, mutate ...func(*corev1.PodSpec)) []*corev1.Pod {
+	labels := map[string]string{"app": name}
+	spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}
+	for _, m := range mutate {
+		m(&spec)
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To(n), Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}}}
+	_, err := e.kube.AppsV1().Deployments(e.ns).Create(e.ctx, d, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	var pods []*corev1.Pod
+	require.Eventually(e.t, func() bool {
+		list, err := e.kube.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			return false
+		}
+		pods = pods[:0]
+		for i := range list.Items {
+			if ok, _ := podproj.Pending(&list.Items[i]); ok {
+				pods = append(pods, &list.Items[i])
+			}
+		}
+		return len(pods) == int(n)
+	}, time.Minute, 100*time.Millisecond, "kube-scheduler marks the pods unschedulable")
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	return pods
+}
+
+// publishBatch publishes the pods as one PendingPodBatch, as pod-watcher would.
+func (e *env) publishBatch(id string, pods []*corev1.Pod) time.Time {
+	b := &podsv1.PendingPodBatch{BatchId: id, WatcherId: "test"}
+	for _, p := range pods {
+		b.Pods = append(b.Pods, podproj.Project(p, nil))
+	}
+	sent := time.Now()
+	require.NoError(e.t, e.conn.Publish(e.ctx, e.conn.Prefix().Of(subject.PodsPending), b, id))
+	return sent
+}
+
+// intents follows <prefix>.launch.intents with the test's own consumer.
+func (e *env) intents() jetstream.Consumer {
+	cons, err := e.conn.EnsureConsumer(e.ctx, bus.ConsumerSpec{Durable: "test-intents", Subject: e.conn.Prefix().Of(subject.LaunchIntents)})
+	require.NoError(e.t, err)
+	return cons
+}
+
+// nextIntent waits for the next LaunchIntent and returns it with its Nats-Msg-Id.
+func (e *env) nextIntent(cons jetstream.Consumer) (*launchv1.LaunchIntent, string, time.Time) {
+	msg, err := cons.Next(jetstream.FetchMaxWait(time.Minute))
+	require.NoError(e.t, err, "a launch intent is published")
+	got := time.Now()
+	require.NoError(e.t, msg.Ack())
+	var in launchv1.LaunchIntent
+	require.NoError(e.t, proto.Unmarshal(msg.Data(), &in))
+	return &in, msg.Headers().Get("Nats-Msg-Id"), got
+}
+
+// batchesDone waits until the scheduler's consumer has acked n batches.
+func (e *env) batchesDone(n uint64) {
+	require.Eventually(e.t, func() bool {
+		stream, err := e.conn.JetStream().StreamNameBySubject(e.ctx, e.conn.Prefix().Of(subject.PodsPending))
+		if err != nil {
+			return false
+		}
+		c, err := e.conn.JetStream().Consumer(e.ctx, stream, durable)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(e.ctx)
+		return err == nil && info.AckFloor.Consumer >= n && info.NumAckPending == 0
+	}, time.Minute, 50*time.Millisecond, "the scheduler acks %d batch(es)", n)
+}
+
+// launchIntentCount is how many intents the LAUNCH stream holds.
+func (e *env) launchIntentCount() uint64 {
+	stream, err := e.conn.JetStream().StreamNameBySubject(e.ctx, e.conn.Prefix().Of(subject.LaunchIntents))
+	require.NoError(e.t, err)
+	s, err := e.conn.JetStream().Stream(e.ctx, stream)
+	require.NoError(e.t, err)
+	info, err := s.Info(e.ctx, jetstream.WithSubjectFilter(e.conn.Prefix().Of(subject.LaunchIntents)))
+	require.NoError(e.t, err)
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n
+}
+
+// nodeClaims lists the NodeClaims.
+func (e *env) nodeClaims() []karpv1.NodeClaim {
+	list, err := e.dyn.Resource(nodeClaimsGVR).List(e.ctx, metav1.ListOptions{})
+	require.NoError(e.t, err)
+	out := make([]karpv1.NodeClaim, len(list.Items))
+	for i, u := range list.Items {
+		require.NoError(e.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out[i]))
+	}
+	return out
+}
+
+// podEvents returns the messages of the pod's events with the reason.
+func (e *env) podEvents(pod *corev1.Pod, reason string) []string {
+	list, err := e.kube.CoreV1().Events(pod.Namespace).List(e.ctx, metav1.ListOptions{
+		FieldSelector: fmt.Sprintf("involvedObject.name=%s,reason=%s", pod.Name, reason)})
+	require.NoError(e.t, err)
+	var out []string
+	for _, ev := range list.Items {
+		out = append(out, ev.Message)
+	}
+	return out
+}
+
+// eventually waits for every pod to have an event with the reason containing want.
+func (e *env) eventsSay(pods []*corev1.Pod, reason, want string) {
+	for _, p := range pods {
+		require.Eventually(e.t, func() bool {
+			for _, m := range e.podEvents(p, reason) {
+				if strings.Contains(m, want) {
+					return true
+				}
+			}
+			return false
+		}, time.Minute, 100*time.Millisecond, "pod %s gets a %s event saying %q", p.Name, reason, want)
+	}
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// captureStderr sends what the process writes to stderr (the services' log) into a buffer
+// until the test ends. Tests in this package run one at a time.
+func captureStderr(t *testing.T) *syncBuffer {
+	buf := &syncBuffer{}
+	orig := os.Stderr
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	os.Stderr = w
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(buf, r)
+	}()
+	t.Cleanup(func() {
+		os.Stderr = orig
+		_ = w.Close()
+		<-copied
+	})
+	return buf
+}

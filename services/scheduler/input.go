@@ -1,0 +1,260 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
+)
+
+// This file gathers the scheduling core's Input from the cluster view: existing nodes with
+// their pods, in-flight NodeClaims with the pods nominated to them, DaemonSets, pools and the
+// catalog minus unavailable offerings.
+
+// view is one consistent read of everything a solve needs.
+type view struct {
+	pools      []poolView // by weight, heaviest first, then name
+	claims     []claimState
+	nodes      []*corev1.Node
+	daemonSets []*appsv1.DaemonSet
+	types      []scheduling.InstanceType
+	byName     map[string]*scheduling.InstanceType
+}
+
+// pool finds a pool by name.
+func (v view) pool(name string) (poolView, bool) {
+	for _, p := range v.pools {
+		if p.core.Name == name {
+			return p, true
+		}
+	}
+	return poolView{}, false
+}
+
+// input converts the view and the pods to place into the core's Input.
+func (s *scheduler) input(v view, pods []scheduling.Pod) scheduling.Input {
+	in := scheduling.Input{
+		Pods:             pods,
+		InstanceTypes:    v.types,
+		Unavailable:      s.unavailable.current(),
+		Clock:            s.now,
+		MaxInstanceTypes: s.cfg.MaxInstanceTypes,
+		NewID:            placeholderNames(),
+	}
+	for _, p := range v.pools {
+		in.NodePools = append(in.NodePools, p.core)
+	}
+	for _, ds := range v.daemonSets {
+		in.DaemonSets = append(in.DaemonSets, scheduling.DaemonSet{Namespace: ds.Namespace, Name: ds.Name,
+			Pod: daemonSetPod(ds.Namespace, ds.Name, ds.Spec.Template, s.cluster.volumes)})
+	}
+	in.Nodes = s.nodes(v)
+	return in
+}
+
+// placeholderNames names planned claims until the API server names them (generateName).
+func placeholderNames() func() string {
+	n := 0
+	return func() string {
+		n++
+		return fmt.Sprintf("planned-%d", n)
+	}
+}
+
+// nodes converts registered nodes and in-flight NodeClaims (claims no node has registered
+// for yet) into the core's nodes, each with its pods.
+func (s *scheduler) nodes(v view) []scheduling.Node {
+	byProvider, byNode := map[string]*claimState{}, map[string]*claimState{}
+	for i := range v.claims {
+		c := &v.claims[i]
+		if c.ProviderID != "" {
+			byProvider[c.ProviderID] = c
+		}
+		if c.NodeName != "" {
+			byNode[c.NodeName] = c
+		}
+	}
+	registered := map[string]bool{}
+	var out []scheduling.Node
+	for _, n := range v.nodes {
+		claim := byNode[n.Name]
+		if claim == nil && n.Spec.ProviderID != "" {
+			claim = byProvider[n.Spec.ProviderID]
+		}
+		if claim != nil {
+			registered[claim.Name] = true
+		}
+		out = append(out, s.existingNode(n, claim))
+	}
+	for i := range v.claims {
+		c := &v.claims[i]
+		if !registered[c.Name] {
+			out = append(out, s.inFlightNode(c, v.byName))
+		}
+	}
+	return out
+}
+
+func (s *scheduler) existingNode(n *corev1.Node, claim *claimState) scheduling.Node {
+	out := scheduling.Node{
+		Name: n.Name, NodePool: nodePoolOf(n.Labels), Labels: n.Labels,
+		Allocatable:       quantities(n.Status.Allocatable),
+		Capacity:          quantities(n.Status.Capacity),
+		MarkedForDeletion: n.DeletionTimestamp != nil || n.Spec.Unschedulable || (claim != nil && claim.Deleting),
+	}
+	var ignore []corev1.Taint
+	if claim != nil && !claim.Initialized {
+		ignore = claim.StartupTaints // another agent removes them once the node is ready
+	}
+	for _, t := range n.Spec.Taints {
+		if ephemeralTaint(t) || containsTaint(ignore, t) {
+			continue
+		}
+		out.Taints = append(out.Taints, scheduling.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
+	}
+	for _, p := range s.cluster.podsOn(n.Name) {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.volumes)))
+	}
+	return out
+}
+
+// inFlightNode is a NodeClaim not registered yet, holding the pods nominated to it. Until
+// launched, its allocatable is the smallest among its possible types; the DaemonSet share of its
+// requests is held back, as those pods will land on it too.
+func (s *scheduler) inFlightNode(c *claimState, types map[string]*scheduling.InstanceType) scheduling.Node {
+	out := scheduling.Node{Name: c.Name, NodePool: c.NodePool, InFlight: true, MarkedForDeletion: c.Deleting,
+		Labels: map[string]string{}}
+	for _, r := range c.Requirements {
+		if r.GetOperator() == string(corev1.NodeSelectorOpIn) && len(r.GetValues()) == 1 {
+			out.Labels[r.GetKey()] = r.GetValues()[0]
+		}
+	}
+	for k, v := range c.Labels {
+		out.Labels[k] = v
+	}
+	for _, t := range c.Taints {
+		out.Taints = append(out.Taints, scheduling.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
+	}
+	podRequests := scheduling.ResourceList{}
+	for _, p := range s.cluster.podsNominatedTo(c.Name) {
+		cp := corePod(podproj.Project(p, s.cluster.volumes))
+		out.Pods = append(out.Pods, cp)
+		for n, q := range cp.Requests {
+			podRequests[n] += q
+		}
+	}
+	out.Allocatable, out.Capacity = quantities(c.Allocatable), quantities(c.Capacity)
+	if len(c.Allocatable) == 0 {
+		out.Allocatable, out.Capacity = optionBounds(requirementValues(c.Requirements, scheduling.LabelInstanceType), types)
+	}
+	// Hold back what the claim was sized for beyond its pods: the DaemonSet overhead.
+	for n, q := range quantities(c.Requests) {
+		if extra := q - podRequests[n]; extra > 0 {
+			out.Allocatable[n] -= extra
+		}
+	}
+	return out
+}
+
+// optionBounds returns the smallest allocatable and the largest capacity among the types.
+func optionBounds(names []string, types map[string]*scheduling.InstanceType) (alloc, capacity scheduling.ResourceList) {
+	alloc, capacity = scheduling.ResourceList{}, scheduling.ResourceList{}
+	first := true
+	for _, name := range names {
+		t, ok := types[name]
+		if !ok {
+			continue
+		}
+		a := t.Allocatable()
+		for n, q := range a {
+			if cur, ok := alloc[n]; first || (ok && q < cur) {
+				alloc[n] = q
+			}
+		}
+		if !first {
+			for n := range alloc {
+				if _, ok := a[n]; !ok {
+					delete(alloc, n)
+				}
+			}
+		}
+		for n, q := range t.Capacity {
+			capacity[n] = max(capacity[n], q)
+		}
+		first = false
+	}
+	return alloc, capacity
+}
+
+// nodePoolOf names the pool a node belongs to (v1 label, or the v1alpha5 provisioner's).
+func nodePoolOf(labels map[string]string) string {
+	if p := labels[scheduling.LabelNodePool]; p != "" {
+		return p
+	}
+	return labels[scheduling.LabelProvisionerName]
+}
+
+// ephemeralTaint reports taints the node lifecycle puts on and takes off by itself.
+func ephemeralTaint(t corev1.Taint) bool {
+	switch t.Key {
+	case corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable, "node.cloudprovider.kubernetes.io/uninitialized":
+		return true
+	}
+	return false
+}
+
+func containsTaint(ts []corev1.Taint, t corev1.Taint) bool {
+	for _, o := range ts {
+		if o.Key == t.Key && o.Value == t.Value && o.Effect == t.Effect {
+			return true
+		}
+	}
+	return false
+}
+
+// quantities converts Kubernetes quantities into the core's units (cpu in millicores).
+func quantities(rl corev1.ResourceList) scheduling.ResourceList {
+	out := make(scheduling.ResourceList, len(rl))
+	for n, q := range rl {
+		if n == corev1.ResourceCPU {
+			out[string(n)] = q.MilliValue()
+		} else {
+			out[string(n)] = q.Value()
+		}
+	}
+	return out
+}
+
+// resourceList converts the core's units back into Kubernetes quantities.
+func resourceList(rl scheduling.ResourceList) corev1.ResourceList {
+	out := make(corev1.ResourceList, len(rl))
+	for n, q := range rl {
+		switch n {
+		case scheduling.ResourceCPU:
+			out[corev1.ResourceName(n)] = *resource.NewMilliQuantity(q, resource.DecimalSI)
+		case scheduling.ResourceMemory, scheduling.ResourceEphemeralStorage:
+			out[corev1.ResourceName(n)] = *resource.NewQuantity(q, resource.BinarySI)
+		default:
+			out[corev1.ResourceName(n)] = *resource.NewQuantity(q, resource.DecimalSI)
+		}
+	}
+	return out
+}
+
+// sortPools orders pools as the core tries them: heaviest weight first, then by name.
+func sortPools(pools []poolView) {
+	sort.SliceStable(pools, func(i, j int) bool {
+		if pools[i].core.Weight != pools[j].core.Weight {
+			return pools[i].core.Weight > pools[j].core.Weight
+		}
+		return pools[i].core.Name < pools[j].core.Name
+	})
+}

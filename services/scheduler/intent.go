@@ -1,0 +1,134 @@
+package main
+
+import (
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
+	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
+)
+
+// intentSource is what a LaunchIntent is built from. It is read from the NodeClaim object, the
+// durable record of the decision, so the intent published right after creating the claim and
+// the one the reconcile loop republishes later are the same message.
+type intentSource struct {
+	claim       claimView
+	pods        []*commonv1.PodRef
+	types       map[string]*scheduling.InstanceType
+	unavailable []scheduling.OfferingKey
+	kubelet     *launchv1.KubeletConfig
+	now         time.Time
+}
+
+// claimView is the part of a NodeClaim a LaunchIntent carries.
+type claimView struct {
+	Name, UID, NodePool string
+	NodeClassRef        *commonv1.ObjectRef
+	Requirements        []*commonv1.NodeSelectorRequirement
+	Labels              map[string]string
+	Taints              []corev1.Taint
+	StartupTaints       []corev1.Taint
+	Requests            corev1.ResourceList
+}
+
+// launchIntent builds the LaunchIntent of a NodeClaim: its instance types (the requirement's In
+// list) with the offerings its zone and capacity-type requirements allow, minus unavailable
+// ones, each type's offerings cheapest first and the types ordered by their cheapest offering.
+func launchIntent(src intentSource) *launchv1.LaunchIntent {
+	c := src.claim
+	zones := requirementValues(c.Requirements, scheduling.LabelZone)
+	capacityTypes := requirementValues(c.Requirements, scheduling.LabelCapacityType)
+	in := &launchv1.LaunchIntent{
+		NodeClaimName: c.Name, NodeClaimUid: c.UID, NodePoolName: c.NodePool, NodeClassRef: c.NodeClassRef,
+		Zones: zones, Requirements: c.Requirements, Labels: c.Labels,
+		Taints: taints(c.Taints), StartupTaints: taints(c.StartupTaints),
+		Resources: resources(c.Requests), Pods: src.pods, Kubelet: src.kubelet,
+		CreateTime: timestamppb.New(src.now),
+	}
+	for _, ct := range capacityTypes {
+		in.CapacityTypes = append(in.CapacityTypes, capacityTypeEnum(ct))
+	}
+	in.InstanceTypes = instanceTypeOptions(requirementValues(c.Requirements, scheduling.LabelInstanceType),
+		src.types, set(zones), set(capacityTypes), src.unavailable)
+	return in
+}
+
+func instanceTypeOptions(names []string, types map[string]*scheduling.InstanceType, zones, capacityTypes map[string]bool,
+	unavailable []scheduling.OfferingKey) []*launchv1.InstanceTypeOption {
+	avoid := make(map[scheduling.OfferingKey]bool, len(unavailable))
+	for _, k := range unavailable {
+		avoid[k] = true
+	}
+	var out []*launchv1.InstanceTypeOption
+	for _, name := range names {
+		t, ok := types[name]
+		if !ok {
+			continue
+		}
+		opt := &launchv1.InstanceTypeOption{Name: name}
+		for _, o := range t.Offerings {
+			if !o.Available || !zones[o.Zone] || !capacityTypes[o.CapacityType] ||
+				avoid[scheduling.OfferingKey{InstanceType: name, Zone: o.Zone, CapacityType: o.CapacityType}] {
+				continue
+			}
+			opt.Offerings = append(opt.Offerings, &catalogv1.Offering{Zone: o.Zone, CapacityType: capacityTypeEnum(o.CapacityType),
+				PriceUsdPerHour: o.PriceUSDPerHour, Available: true})
+		}
+		if len(opt.Offerings) == 0 {
+			continue
+		}
+		sort.SliceStable(opt.Offerings, func(i, j int) bool {
+			return opt.Offerings[i].PriceUsdPerHour < opt.Offerings[j].PriceUsdPerHour
+		})
+		out = append(out, opt)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		return out[i].Offerings[0].PriceUsdPerHour < out[j].Offerings[0].PriceUsdPerHour
+	})
+	return out
+}
+
+// requirementValues returns the values of the key's In requirement.
+func requirementValues(reqs []*commonv1.NodeSelectorRequirement, key string) []string {
+	for _, r := range reqs {
+		if r.GetKey() == key && r.GetOperator() == string(corev1.NodeSelectorOpIn) {
+			return r.GetValues()
+		}
+	}
+	return nil
+}
+
+func set(values []string) map[string]bool {
+	m := make(map[string]bool, len(values))
+	for _, v := range values {
+		m[v] = true
+	}
+	return m
+}
+
+func taints(ts []corev1.Taint) []*commonv1.Taint {
+	out := make([]*commonv1.Taint, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, &commonv1.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
+	}
+	return out
+}
+
+// resources converts Kubernetes quantities into the messages' units: cpu in millicores,
+// everything else in base units.
+func resources(rl corev1.ResourceList) *commonv1.Resources {
+	out := &commonv1.Resources{Quantities: map[string]int64{}}
+	for n, q := range rl {
+		if n == corev1.ResourceCPU {
+			out.Quantities[string(n)] = q.MilliValue()
+		} else {
+			out.Quantities[string(n)] = q.Value()
+		}
+	}
+	return out
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// leaseName is the Lease the scheduler's replicas compete for.
+const leaseName = "fleetwright-scheduler"
+
+// lead runs work while this replica holds the Lease, and campaigns again after losing it,
+// until ctx ends. A standby stays ready but idle. work gets a context that ends when the
+// lease is lost; lead waits for it to return before campaigning again.
+func (s *scheduler) lead(ctx context.Context, work func(ctx context.Context)) error {
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Name: leaseName, Namespace: s.cfg.Namespace},
+		Client:     s.rt.Kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: s.cfg.Identity},
+	}
+	for ctx.Err() == nil {
+		var working sync.WaitGroup
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   s.cfg.LeaseDuration,
+			RenewDeadline:   s.cfg.RenewDeadline,
+			RetryPeriod:     s.cfg.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            leaseName,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(lctx context.Context) {
+					s.metrics.leader.Set(1)
+					s.rt.Log.Info().Str("lease", s.cfg.Namespace+"/"+leaseName).Str("identity", s.cfg.Identity).Msg("acquired lease; scheduling")
+					working.Add(1)
+					defer working.Done()
+					work(lctx)
+				},
+				OnStoppedLeading: func() {
+					s.metrics.leader.Set(0)
+					s.rt.Log.Info().Str("identity", s.cfg.Identity).Msg("not leading; standing by")
+				},
+				OnNewLeader: func(id string) {
+					if id != s.cfg.Identity {
+						s.rt.Log.Info().Str("leader", id).Msg("standing by")
+					}
+				},
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("configuring leader election: %w", err)
+		}
+		le.Run(ctx) // returns when leadership is lost or ctx ends
+		working.Wait()
+	}
+	return nil
+}

@@ -1,0 +1,37 @@
+package main
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	solveSeconds  prometheus.Histogram
+	batches       *prometheus.CounterVec
+	podsScheduled prometheus.Counter
+	podsUnsched   prometheus.Counter
+	claims        *prometheus.CounterVec
+	intents       *prometheus.CounterVec
+	simulations   *prometheus.CounterVec
+	leader        prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		solveSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetwright_scheduler_scheduling_duration_seconds",
+			Help: "Time to run the scheduling core for one batch (input gathering included).", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_batches_total",
+			Help: "Pending-pod batches by outcome (scheduled, nothing_to_do, unschedulable, error)."}, []string{"outcome"}),
+		podsScheduled: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_pods_scheduled_total",
+			Help: "Pods nominated to a new NodeClaim or placed on existing capacity."}),
+		podsUnsched: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_pods_unschedulable_total",
+			Help: "Pods no NodePool could take."}),
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_nodeclaims_created_total",
+			Help: "NodeClaims created, by NodePool."}, []string{"nodepool"}),
+		intents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_launch_intents_total",
+			Help: "LaunchIntents published, by source (batch, reconcile)."}, []string{"source"}),
+		simulations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_simulations_total",
+			Help: "Simulate requests answered, by result (ok, error)."}, []string{"result"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_scheduler_leader",
+			Help: "1 while this replica holds the scheduler Lease."}),
+	}
+	reg.MustRegister(m.solveSeconds, m.batches, m.podsScheduled, m.podsUnsched, m.claims, m.intents, m.simulations, m.leader)
+	return m
+}

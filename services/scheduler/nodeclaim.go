@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+)
+
+// batchAnnotation records on each NodeClaim the batch it was planned for (for tracing a
+// decision back to its pods).
+const batchAnnotation = "fleetwright.io/batch-id"
+
+// claimState is a NodeClaim as the scheduler reads it.
+type claimState struct {
+	claimView
+	ProviderID, NodeName string
+	// Launched: the claim has a Launched condition (True, or False after a failed launch).
+	Launched, Initialized bool
+	Deleting              bool
+	Created               time.Time
+	Allocatable, Capacity corev1.ResourceList
+}
+
+func claimStateOf(nc *karpv1.NodeClaim) claimState {
+	pool := nc.Labels[karpv1.NodePoolLabelKey]
+	if pool == "" {
+		pool = nc.Labels[scheduling.LabelProvisionerName]
+	}
+	c := claimState{
+		claimView: claimView{Name: nc.Name, UID: string(nc.UID), NodePool: pool, NodeClassRef: nodeClassRef(nc.Spec.NodeClassRef),
+			Labels: nc.Labels, Taints: nc.Spec.Taints, StartupTaints: nc.Spec.StartupTaints, Requests: nc.Spec.Resources.Requests},
+		ProviderID: nc.Status.ProviderID, NodeName: nc.Status.NodeName,
+		Launched: nc.Condition(karpv1.ConditionTypeLaunched) != nil, Initialized: nc.IsTrue(karpv1.ConditionTypeInitialized),
+		Deleting: nc.DeletionTimestamp != nil, Created: nc.CreationTimestamp.Time, Allocatable: nc.Status.Allocatable, Capacity: nc.Status.Capacity,
+	}
+	for _, r := range nc.Spec.Requirements {
+		m := &commonv1.NodeSelectorRequirement{Key: r.Key, Operator: string(r.Operator), Values: r.Values}
+		if r.MinValues != nil {
+			m.MinValues = ptr.To(int32(*r.MinValues))
+		}
+		c.Requirements = append(c.Requirements, m)
+	}
+	return c
+}
+
+// nodeClaimObject is the NodeClaim for a planned claim: owned by its NodePool (a v1alpha5
+// Provisioner's claims carry its name as a label instead), with the claim's requirements
+// (instance types cheapest first, zones, capacity types), resources, labels and the pool's
+// taints, node class and lifetimes.
+func nodeClaimObject(c scheduling.NodeClaim, p poolView, batchID string) *karpv1.NodeClaim {
+	nc := &karpv1.NodeClaim{
+		TypeMeta: metav1.TypeMeta{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodeClaim"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: c.NodePool + "-", Labels: map[string]string{},
+			Annotations: map[string]string{batchAnnotation: batchID}},
+		Spec: karpv1.NodeClaimSpec{
+			Taints: p.spec.Taints, StartupTaints: p.spec.StartupTaints,
+			Resources:    karpv1.ResourceRequirements{Requests: resourceList(c.Requests)},
+			NodeClassRef: p.spec.NodeClassRef, ExpireAfter: p.spec.ExpireAfter, TerminationGracePeriod: p.spec.TerminationGracePeriod,
+		},
+	}
+	for k, v := range p.annotations {
+		nc.Annotations[k] = v
+	}
+	for k, v := range c.Labels {
+		nc.Labels[k] = v
+	}
+	if p.legacy {
+		// v1alpha5 nodes carry the provisioner's name, not a nodepool label.
+		nc.Labels[scheduling.LabelProvisionerName] = p.core.Name
+		delete(nc.Labels, scheduling.LabelNodePool)
+	} else {
+		nc.OwnerReferences = []metav1.OwnerReference{{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodePool",
+			Name: p.core.Name, UID: p.uid, BlockOwnerDeletion: ptr.To(true)}}
+	}
+	for _, r := range claimRequirements(c) {
+		req := karpv1.NodeSelectorRequirementWithMinValues{Key: r.Key, Operator: corev1.NodeSelectorOperator(r.Operator), Values: r.Values}
+		if r.MinValues > 0 {
+			req.MinValues = ptr.To(r.MinValues)
+		}
+		nc.Spec.Requirements = append(nc.Spec.Requirements, req)
+	}
+	return nc
+}
+
+// claimRequirements are the claim's requirements with the zone, capacity-type and
+// instance-type keys given once, by the final In lists the core chose. The pool's own keys
+// (karpenter.sh/nodepool, karpenter.sh/provisioner-name) are labels, not requirements: the API
+// restricts the karpenter.sh domain in requirements.
+func claimRequirements(c scheduling.NodeClaim) []scheduling.Requirement {
+	final := map[string]bool{scheduling.LabelZone: true, scheduling.LabelCapacityType: true, scheduling.LabelInstanceType: true}
+	var out []scheduling.Requirement
+	for _, r := range c.Requirements {
+		if !final[r.Key] && !strings.HasSuffix(strings.SplitN(r.Key, "/", 2)[0], "karpenter.sh") {
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return append(out,
+		scheduling.Requirement{Key: scheduling.LabelInstanceType, Operator: scheduling.OpIn, Values: c.InstanceTypes},
+		scheduling.Requirement{Key: scheduling.LabelZone, Operator: scheduling.OpIn, Values: c.Zones},
+		scheduling.Requirement{Key: scheduling.LabelCapacityType, Operator: scheduling.OpIn, Values: c.CapacityTypes})
+}
+
+// created is a NodeClaim written for a planned claim, with the pods nominated to it.
+type created struct {
+	state claimState
+	pods  []*commonv1.PodRef
+}
+
+// createClaims writes a NodeClaim per planned claim and nominates its pods to it.
+func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v view, kube map[string]*corev1.Pod,
+	batchID string, log zerolog.Logger) ([]created, error) {
+	var out []created
+	for _, c := range plan.NodeClaims {
+		p, ok := v.pool(c.NodePool)
+		if !ok {
+			return out, fmt.Errorf("creating nodeclaim: nodepool %q is gone", c.NodePool)
+		}
+		nc, err := s.createClaim(ctx, c, p, batchID)
+		if err != nil {
+			return out, err
+		}
+		s.recent.addClaim(nc.Name)
+		s.metrics.claims.WithLabelValues(c.NodePool).Inc()
+		st := claimStateOf(nc)
+		log.Info().Str("nodeclaim", nc.Name).Str("nodepool", c.NodePool).Str("requests", scheduling.FormatResources(c.Requests)).
+			Int("instance-types", len(c.InstanceTypes)).Strs("zones", c.Zones).Strs("capacity-types", c.CapacityTypes).
+			Float64("price", c.PriceUSDPerHour).Msg("created nodeclaim")
+		log.Info().Str("nodeclaim", nc.Name).Msg(launchMessage(len(c.PodUIDs), c.Requests, c.InstanceTypes))
+		cr := created{state: st}
+		var nominate []*corev1.Pod
+		for _, uid := range c.PodUIDs {
+			if pod := kube[uid]; pod != nil {
+				cr.pods = append(cr.pods, &commonv1.PodRef{Namespace: pod.Namespace, Name: pod.Name, Uid: uid})
+				nominate = append(nominate, pod)
+			}
+		}
+		if err := s.nominateAll(ctx, nominate, nc.Name); err != nil {
+			return out, err
+		}
+		out = append(out, cr)
+	}
+	return out, nil
+}
+
+func (s *scheduler) createClaim(ctx context.Context, c scheduling.NodeClaim, p poolView, batchID string) (*karpv1.NodeClaim, error) {
+	ctx, span := tracer.Start(ctx, "scheduler.nodeclaim")
+	defer span.End()
+	span.SetAttributes(attribute.String("fleetwright.nodepool", c.NodePool), attribute.Int("fleetwright.pods", len(c.PodUIDs)),
+		attribute.StringSlice("fleetwright.instance_types", c.InstanceTypes), attribute.Float64("fleetwright.price_usd_per_hour", c.PriceUSDPerHour))
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nodeClaimObject(c, p, batchID))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return nil, fmt.Errorf("encoding nodeclaim: %w", err)
+	}
+	u, err := s.claims.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return nil, fmt.Errorf("creating nodeclaim for nodepool %s: %w", c.NodePool, err)
+	}
+	var nc karpv1.NodeClaim
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc); err != nil {
+		return nil, fmt.Errorf("decoding created nodeclaim: %w", err)
+	}
+	span.SetAttributes(attribute.String("fleetwright.nodeclaim", nc.Name))
+	return &nc, nil
+}
+
+// nominationWorkers bounds the pod patches in flight for one claim (the client's QPS limit
+// applies on top).
+const nominationWorkers = 8
+
+// nominateAll nominates the pods to the claim, a few at a time.
+func (s *scheduler) nominateAll(ctx context.Context, pods []*corev1.Pod, claim string) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(nominationWorkers)
+	for _, pod := range pods {
+		g.Go(func() error { return s.nominate(ctx, pod, claim) })
+	}
+	return g.Wait()
+}
+
+// nominate annotates the pod with the NodeClaim it waits for and tells it so in an event. A
+// pod deleted meanwhile is no error.
+func (s *scheduler) nominate(ctx context.Context, pod *corev1.Pod, claim string) error {
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, podproj.NominationAnnotation, claim)
+	_, err := s.rt.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("nominating pod %s/%s to nodeclaim %s: %w", pod.Namespace, pod.Name, claim, err)
+	}
+	s.recent.addNomination(string(pod.UID), claim)
+	nominated(s.recorder, pod, "nodeclaim", claim)
+	return nil
+}
+
+// publishIntent publishes the claim's LaunchIntent with Nats-Msg-Id = NodeClaim name.
+func (s *scheduler) publishIntent(ctx context.Context, c created, v view, source string) error {
+	p, _ := v.pool(c.state.NodePool)
+	intent := launchIntent(intentSource{claim: c.state.claimView, pods: c.pods, types: v.byName,
+		unavailable: s.unavailable.current(), kubelet: p.kubelet, now: s.now()})
+	if len(intent.GetInstanceTypes()) == 0 {
+		return fmt.Errorf("publishing launch intent for %s: no instance type has an available offering", c.state.Name)
+	}
+	if err := s.rt.Bus.Publish(ctx, s.rt.Bus.Prefix().Of(subject.LaunchIntents), intent, c.state.Name); err != nil {
+		return fmt.Errorf("publishing launch intent for %s: %w", c.state.Name, err)
+	}
+	s.metrics.intents.WithLabelValues(source).Inc()
+	return nil
+}
+
+// reconcile republishes the LaunchIntent of each NodeClaim that is not launched yet. A claim
+// younger than the reconcile interval is left to the batch that created it, which may still be
+// nominating its pods: an intent published now would carry only some of them, and JetStream's
+// dedup on the claim name would then drop the batch's complete one.
+func (s *scheduler) reconcile(ctx context.Context) error {
+	v, err := s.read()
+	if err != nil {
+		return err
+	}
+	settled := s.now().Add(-s.cfg.Reconcile)
+	var errs []error
+	for _, c := range v.claims {
+		if c.Launched || c.ProviderID != "" || c.Deleting || c.Created.After(settled) {
+			continue
+		}
+		cr := created{state: c}
+		for _, p := range s.cluster.podsNominatedTo(c.Name) {
+			cr.pods = append(cr.pods, &commonv1.PodRef{Namespace: p.Namespace, Name: p.Name, Uid: string(p.UID)})
+		}
+		if err := s.publishIntent(ctx, cr, v, "reconcile"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

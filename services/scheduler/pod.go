@@ -1,0 +1,139 @@
+package main
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
+)
+
+// This file converts pods into the scheduling core's Pod. Every pod goes through the same
+// projection (podproj.Project, the one pod-watcher publishes), so a pod from a batch, a pod
+// bound to a node and a DaemonSet's template are read alike.
+
+// corePod converts a pod projection into the core's Pod.
+func corePod(p *podsv1.PodProjection) scheduling.Pod {
+	out := scheduling.Pod{
+		UID:          p.GetUid(),
+		Namespace:    p.GetNamespace(),
+		Name:         p.GetName(),
+		Labels:       p.GetLabels(),
+		Priority:     p.GetPriority(),
+		Requests:     scheduling.ResourceList{},
+		NodeSelector: p.GetNodeSelector(),
+	}
+	if t := p.GetCreationTime(); t != nil {
+		out.CreationTime = t.AsTime()
+	}
+	if o := p.GetOwner(); o != nil {
+		out.Owner = scheduling.OwnerReference{Kind: o.GetKind(), Name: o.GetName(), UID: o.GetUid()}
+	}
+	for n, q := range p.GetRequests().GetQuantities() {
+		out.Requests[n] = q
+	}
+	for _, t := range p.GetRequiredNodeAffinity() {
+		out.RequiredNodeAffinity = append(out.RequiredNodeAffinity, nodeSelectorTerm(t))
+	}
+	for _, t := range p.GetPreferredNodeAffinity() {
+		out.PreferredNodeAffinity = append(out.PreferredNodeAffinity,
+			scheduling.PreferredNodeSelectorTerm{Weight: t.GetWeight(), Term: nodeSelectorTerm(t.GetPreference())})
+	}
+	out.PodAffinity = podAffinity(p.GetPodAffinity())
+	out.PodAntiAffinity = podAffinity(p.GetPodAntiAffinity())
+	for _, t := range p.GetTolerations() {
+		out.Tolerations = append(out.Tolerations, scheduling.Toleration{Key: t.GetKey(), Operator: t.GetOperator(), Value: t.GetValue(), Effect: t.GetEffect()})
+	}
+	for _, c := range p.GetTopologySpreadConstraints() {
+		out.TopologySpread = append(out.TopologySpread, scheduling.TopologySpreadConstraint{
+			MaxSkew: c.GetMaxSkew(), TopologyKey: c.GetTopologyKey(), WhenUnsatisfiable: c.GetWhenUnsatisfiable(),
+			LabelSelector: labelSelector(c.GetLabelSelector()), MinDomains: c.GetMinDomains(),
+		})
+	}
+	for _, hp := range p.GetHostPorts() {
+		out.HostPorts = append(out.HostPorts, scheduling.HostPort{Port: hp.GetPort(), Protocol: hp.GetProtocol(), HostIP: hp.GetHostIp()})
+	}
+	for _, v := range p.GetVolumeRequirements() {
+		out.VolumeRequirements = append(out.VolumeRequirements, requirements(v.GetRequirements())...)
+	}
+	return out
+}
+
+func nodeSelectorTerm(t *commonv1.NodeSelectorTerm) scheduling.NodeSelectorTerm {
+	return scheduling.NodeSelectorTerm{Requirements: requirements(t.GetMatchExpressions())}
+}
+
+func requirements(rs []*commonv1.NodeSelectorRequirement) []scheduling.Requirement {
+	out := make([]scheduling.Requirement, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, scheduling.Requirement{Key: r.GetKey(), Operator: scheduling.Operator(r.GetOperator()),
+			Values: r.GetValues(), MinValues: int(r.GetMinValues())})
+	}
+	return out
+}
+
+func podAffinity(a *podsv1.PodAffinity) scheduling.PodAffinityRules {
+	var out scheduling.PodAffinityRules
+	for _, t := range a.GetRequired() {
+		out.Required = append(out.Required, podAffinityTerm(t))
+	}
+	for _, t := range a.GetPreferred() {
+		out.Preferred = append(out.Preferred, scheduling.WeightedPodAffinityTerm{Weight: t.GetWeight(), Term: podAffinityTerm(t.GetTerm())})
+	}
+	return out
+}
+
+func podAffinityTerm(t *podsv1.PodAffinityTerm) scheduling.PodAffinityTerm {
+	return scheduling.PodAffinityTerm{LabelSelector: labelSelector(t.GetLabelSelector()),
+		Namespaces: t.GetNamespaces(), TopologyKey: t.GetTopologyKey()}
+}
+
+func labelSelector(s *commonv1.LabelSelector) *scheduling.LabelSelector {
+	if s == nil {
+		return nil
+	}
+	out := &scheduling.LabelSelector{MatchLabels: s.GetMatchLabels()}
+	for _, e := range s.GetMatchExpressions() {
+		out.MatchExpressions = append(out.MatchExpressions,
+			scheduling.Requirement{Key: e.GetKey(), Operator: scheduling.Operator(e.GetOperator()), Values: e.GetValues()})
+	}
+	return out
+}
+
+// podRef names a pod in messages.
+func podRef(p scheduling.Pod) *commonv1.PodRef {
+	return &commonv1.PodRef{Namespace: p.Namespace, Name: p.Name, Uid: p.UID}
+}
+
+// daemonSetPod is the pod a DaemonSet would run on a new node: its template, projected.
+func daemonSetPod(ns, name string, tmpl corev1.PodTemplateSpec, vols podproj.VolumeLookup) scheduling.Pod {
+	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
+	pod.Namespace, pod.Name = ns, name
+	return corePod(podproj.Project(pod, vols))
+}
+
+// volumeListers answers podproj.VolumeLookup from informer caches.
+type volumeListers struct {
+	claims  corelisters.PersistentVolumeClaimLister
+	pvs     corelisters.PersistentVolumeLister
+	classes storagelisters.StorageClassLister
+}
+
+func (v volumeListers) Claim(ns, name string) (*corev1.PersistentVolumeClaim, bool) {
+	c, err := v.claims.PersistentVolumeClaims(ns).Get(name)
+	return c, err == nil
+}
+
+func (v volumeListers) Volume(name string) (*corev1.PersistentVolume, bool) {
+	pv, err := v.pvs.Get(name)
+	return pv, err == nil
+}
+
+func (v volumeListers) StorageClass(name string) (*storagev1.StorageClass, bool) {
+	c, err := v.classes.Get(name)
+	return c, err == nil
+}

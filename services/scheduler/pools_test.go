@@ -1,0 +1,159 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
+)
+
+// Without any NodePool the pods stay pending: no claim, no intent, and both their events and
+// the log say that no NodePool exists.
+func TestNoNodePoolTellsThePods(t *testing.T) {
+	e := newEnv(t, "sched-nopool")
+	e.start("nopool")
+	pods := e.pendingPods("inflate", 2, "1")
+	e.publishBatch("nopool-1", pods)
+	e.batchesDone(1)
+	e.eventsSay(pods, reasonFailedScheduling, "no NodePool exists")
+	assert.Empty(t, e.nodeClaims())
+	assert.Zero(t, e.launchIntentCount())
+	assert.Contains(t, e.logs.String(), "no NodePool exists")
+}
+
+// A pool whose taint the pods do not tolerate: the event names the taint.
+func TestUntoleratedTaintIsNamed(t *testing.T) {
+	e := newEnv(t, "sched-taint")
+	e.createNodePool(karpv1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "tainted"},
+		Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			Taints:       []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}},
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: scheduling.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
+		}}},
+	})
+	e.start("taint")
+	pods := e.pendingPods("inflate", 1, "1")
+	e.publishBatch("taint-1", pods)
+	e.batchesDone(1)
+	e.eventsSay(pods, reasonFailedScheduling, "dedicated=gpu:NoSchedule")
+	assert.Empty(t, e.nodeClaims())
+}
+
+// The v1alpha5 example (Provisioner + AWSNodeTemplate) schedules as its v1 translation: a
+// claim labelled with the provisioner's name, spot only, with Karpenter's default types.
+func TestProvisionerClaimIsLabelledForIt(t *testing.T) {
+	e := newEnv(t, "sched-v1alpha5")
+	e.apply("deploy/examples/v1alpha5/default.yaml")
+	e.start("v1alpha5")
+	intents := e.intents()
+	pods := e.pendingPods("inflate", 3, "1")
+	e.publishBatch("legacy-1", pods)
+	intent, msgID, _ := e.nextIntent(intents)
+
+	claims := e.nodeClaims()
+	require.Len(t, claims, 1)
+	nc := claims[0]
+	assert.Equal(t, "default", nc.Labels[scheduling.LabelProvisionerName])
+	assert.NotContains(t, nc.Labels, scheduling.LabelNodePool, "v1alpha5 nodes carry no nodepool label")
+	assert.Equal(t, "default", intent.GetNodePoolName(), "the pool is named after the provisioner")
+	assert.Empty(t, nc.OwnerReferences, "a Provisioner does not own its claims")
+	assert.True(t, nc.Spec.ExpireAfter.IsNever(), "v1alpha5 never expired nodes")
+	req := requirementsOf(nc)
+	assert.Equal(t, []string{"spot"}, req[scheduling.LabelCapacityType])
+	require.NotEmpty(t, req[scheduling.LabelInstanceType])
+	for _, it := range req[scheduling.LabelInstanceType] {
+		category := it[:1]
+		assert.Contains(t, []string{"c", "m", "r"}, category, "Karpenter's default categories: %s", it)
+	}
+	assert.Equal(t, nc.Name, msgID)
+	assert.Equal(t, "default", intent.GetLabels()[scheduling.LabelProvisionerName])
+	assert.Equal(t, "default", intent.GetNodeClassRef().GetName())
+	for _, opt := range intent.GetInstanceTypes() {
+		for _, o := range opt.GetOfferings() {
+			assert.Equal(t, commonv1.CapacityType_CAPACITY_TYPE_SPOT, o.GetCapacityType())
+		}
+	}
+	e.eventsSay(pods, reasonNominated, "nodeclaim/"+nc.Name)
+}
+
+// Offerings the launcher reports unavailable are left out of the next claim: one published
+// before the scheduler started (replayed) and one published while it runs.
+func TestUnavailableOfferingsAreAvoided(t *testing.T) {
+	e := newEnv(t, "sched-ice")
+	e.apply("deploy/examples/v1/default.yaml")
+	e.publishUnavailable("t4g.medium", "us-east-1a", commonv1.CapacityType_CAPACITY_TYPE_SPOT)
+	e.start("ice")
+	e.publishUnavailable("t4g.medium", "us-east-1a", commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND)
+	require.Eventually(t, func() bool {
+		return strings.Count(e.logs.String(), "avoiding unavailable offering") == 2
+	}, time.Minute, 50*time.Millisecond, "both unavailable offerings are seen")
+	intents := e.intents()
+	pods := e.pendingPods("inflate", 5, "300m")
+	e.publishBatch("ice-1", pods)
+	intent, _, _ := e.nextIntent(intents)
+
+	claims := e.nodeClaims()
+	require.Len(t, claims, 1)
+	types := requirementsOf(claims[0])[scheduling.LabelInstanceType]
+	require.NotEmpty(t, types)
+	assert.NotContains(t, types, "t4g.medium", "both offerings of the cheapest type are unavailable")
+	assert.Equal(t, "t4g.large", types[0], "the next cheapest that fits")
+	for _, opt := range intent.GetInstanceTypes() {
+		assert.NotEqual(t, "t4g.medium", opt.GetName())
+	}
+}
+
+func (e *env) publishUnavailable(instanceType, zone string, ct commonv1.CapacityType) {
+	now := time.Now()
+	msg := &launchv1.OfferingUnavailable{InstanceType: instanceType, Zone: zone, CapacityType: ct,
+		Reason: "InsufficientInstanceCapacity", ObserveTime: timestamppb.New(now), Ttl: durationpb.New(3 * time.Minute),
+		ExpireTime: timestamppb.New(now.Add(3 * time.Minute))}
+	require.NoError(e.t, e.conn.Publish(e.ctx, e.conn.Prefix().Of(subject.OfferingsUnavailable), msg, ""))
+}
+
+func (e *env) createNodePool(np karpv1.NodePool) {
+	np.TypeMeta = metav1.TypeMeta{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodePool"}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&np)
+	require.NoError(e.t, err)
+	_, err = e.dyn.Resource(nodePoolsGVR).Create(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+}
+
+// A DaemonSet's pod lands on every new node: its requests are part of the claim's.
+func TestDaemonSetOverheadIsCounted(t *testing.T) {
+	e := newEnv(t, "sched-daemonset")
+	e.apply("deploy/examples/v1/default.yaml")
+	labels := map[string]string{"app": "agent"}
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: e.ns}, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "a", Image: "pause", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("125m")}}}}}}}}
+	_, err := e.kube.AppsV1().DaemonSets(e.ns).Create(e.ctx, ds, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.start("daemonset")
+	intents := e.intents()
+	pods := e.pendingPods("inflate", 5, "300m")
+	e.publishBatch("ds-1", pods)
+	intent, _, _ := e.nextIntent(intents)
+	assert.Equal(t, int64(1625), intent.GetResources().GetQuantities()["cpu"], "five pods and the agent")
+	assert.Equal(t, int64(6), intent.GetResources().GetQuantities()["pods"])
+	assert.Contains(t, e.logs.String(), `launching nodeclaim with 5 pods requesting {\"cpu\":\"1625m\",\"pods\":\"6\"}`)
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	"github.com/fleetwright/fleetwright/tools/e2e"
+)
+
+// A NodeClaim written before a crash, whose intent never went out, gets its intent from the
+// reconcile loop; a launched one does not, and repeats are deduplicated on the claim's name.
+func TestReconcileRepublishesUnlaunchedClaims(t *testing.T) {
+	e := newEnv(t, "sched-reconcile")
+	e.apply("deploy/examples/v1/default.yaml")
+	orphan := e.createClaim("default-orphan", false)
+	e.createClaim("default-launched", true)
+	admin := e2e.FreeAddr(t)
+	e.start("reconcile", "--admin-addr", admin)
+	intents := e.intents()
+
+	intent, msgID, _ := e.nextIntent(intents)
+	assert.Equal(t, orphan.Name, msgID)
+	assert.Equal(t, string(orphan.UID), intent.GetNodeClaimUid())
+	require.Len(t, intent.GetInstanceTypes(), 1)
+	assert.Equal(t, "t4g.medium", intent.GetInstanceTypes()[0].GetName())
+	require.Len(t, intent.GetInstanceTypes()[0].GetOfferings(), 1, "only the claim's zone and capacity type")
+	o := intent.GetInstanceTypes()[0].GetOfferings()[0]
+	assert.Equal(t, "us-east-1a", o.GetZone())
+	assert.Equal(t, commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND, o.GetCapacityType())
+
+	// Several passes later: still one intent in the stream, none for the launched claim.
+	require.Eventually(t, func() bool { return reconciled(t, admin) >= 3 }, time.Minute, 100*time.Millisecond,
+		"the reconcile loop publishes on every pass")
+	assert.Equal(t, uint64(1), e.launchIntentCount())
+}
+
+// createClaim writes a NodeClaim of the default pool, as the scheduler would have, optionally
+// marked Launched.
+func (e *env) createClaim(name string, launched bool) karpv1.NodeClaim {
+	nc := &karpv1.NodeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "default"}},
+		Spec: karpv1.NodeClaimSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{
+				{Key: scheduling.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{"t4g.medium"}},
+				{Key: scheduling.LabelZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"us-east-1a"}},
+				{Key: scheduling.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}},
+			},
+			Resources: karpv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+		},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nc)
+	require.NoError(e.t, err)
+	u, err := e.dyn.Resource(nodeClaimsGVR).Create(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	var out karpv1.NodeClaim
+	require.NoError(e.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out))
+	if launched {
+		out.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched", LastTransitionTime: metav1.Now()})
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&out)
+		require.NoError(e.t, err)
+		_, err = e.dyn.Resource(nodeClaimsGVR).UpdateStatus(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{})
+		require.NoError(e.t, err)
+	}
+	return out
+}
+
+var reconcileIntents = regexp.MustCompile(`fleetwright_scheduler_launch_intents_total\{source="reconcile"\} (\d+)`)
+
+// reconciled reads how many intents the reconcile loop has published, from /metrics.
+func reconciled(t *testing.T, admin string) int {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	m := reconcileIntents.FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
+}

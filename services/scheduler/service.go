@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	"github.com/fleetwright/fleetwright/pkg/service"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
+	schedulerv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/scheduler/v1"
+)
+
+// durable is the batch consumer's name, shared by every replica (only the leader pulls).
+const durable = "scheduler"
+
+func run(ctx context.Context, args []string) error {
+	cfg, err := parseConfig(args)
+	if err != nil {
+		return err
+	}
+	rt, err := service.Start(ctx, service.Options{Name: "scheduler", Common: cfg.Common, Kube: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), service.CloseTimeout)
+		defer cancel()
+		rt.Close(cctx)
+	}()
+	s, err := newScheduler(ctx, cfg, rt)
+	if err != nil {
+		return err
+	}
+	return s.run(ctx)
+}
+
+// scheduler wires the informers, the catalog, unavailable offerings and the API clients
+// around the scheduling core.
+type scheduler struct {
+	cfg         config
+	rt          *service.Runtime
+	metrics     *metrics
+	cluster     *cluster
+	catalog     *instanceTypes
+	unavailable *unavailable
+	recent      *recent
+	recorder    record.EventRecorder
+	claims      dynamic.NamespaceableResourceInterface
+	now         func() time.Time
+}
+
+func newScheduler(ctx context.Context, cfg config, rt *service.Runtime) (*scheduler, error) {
+	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
+	if err != nil {
+		return nil, fmt.Errorf("creating dynamic client: %w", err)
+	}
+	cl, err := newCluster(runtimeClients{kube: rt.Kube, dyn: dyn})
+	if err != nil {
+		return nil, err
+	}
+	s := &scheduler{cfg: cfg, rt: rt, metrics: newMetrics(rt.Registry), cluster: cl, now: time.Now,
+		claims: dyn.Resource(nodeClaimsGVR), recorder: newRecorder(ctx, rt.Kube)}
+	s.unavailable = newUnavailable(s.now)
+	s.recent = newRecent(s.now)
+	// A NodeClaim that goes away no longer holds the pods nominated to it.
+	if _, err := cl.nodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
+		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		if m, ok := o.(interface{ GetName() string }); ok {
+			s.recent.forgetClaim(m.GetName())
+		}
+	}}); err != nil {
+		return nil, fmt.Errorf("watching nodeclaims: %w", err)
+	}
+	rt.Admin.AddReadiness("informers", cl.ready)
+	return s, nil
+}
+
+func (s *scheduler) run(ctx context.Context) error {
+	if err := s.cluster.start(ctx); err != nil {
+		return err
+	}
+	js, prefix := s.rt.Bus.JetStream(), s.rt.Bus.Prefix()
+	kv, err := js.KeyValue(ctx, prefix.CatalogBucket())
+	if err != nil {
+		return fmt.Errorf("opening catalog bucket: %w", err)
+	}
+	watch, err := catalogkv.Watch(ctx, kv)
+	if err != nil {
+		return err
+	}
+	s.catalog = &instanceTypes{watch: watch}
+	if err := s.unavailable.follow(ctx, js, prefix.Of(subject.OfferingsUnavailable), s.cfg.UnavailableReplay, s.rt.Log); err != nil {
+		return err
+	}
+	if _, err := bus.Serve[*schedulerv1.SimulateRequest, *schedulerv1.SimulateResponse](ctx, s.rt.Bus,
+		prefix.Of(subject.SchedulerSimulate), durable, s.simulate); err != nil {
+		return err
+	}
+	s.rt.Log.Info().Str("identity", s.cfg.Identity).Str("lease", s.cfg.Namespace+"/"+leaseName).Msg("caches synced; campaigning for the lease")
+	return s.lead(ctx, s.schedule)
+}
+
+// schedule is the leader's work: consume batches and keep intents of unlaunched claims
+// published, until leadership (ctx) ends.
+func (s *scheduler) schedule(ctx context.Context) {
+	if err := s.waitForCatalog(ctx); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.reconcileLoop(ctx)
+	}()
+	spec := bus.ConsumerSpec{Durable: durable, Subject: s.rt.Bus.Prefix().Of(subject.PodsPending), Batch: 1}
+	if err := bus.Consume[*podsv1.PendingPodBatch](ctx, s.rt.Bus, spec, s.handle); err != nil {
+		s.rt.Log.Error().Err(err).Msg("consuming pending pod batches stopped")
+	}
+	<-done
+}
+
+// waitForCatalog holds the leader until the launcher has published a catalog: scheduling
+// without one would only fail every batch.
+func (s *scheduler) waitForCatalog(ctx context.Context) error {
+	logged := false
+	for {
+		if _, _, err := s.catalog.current(); err == nil {
+			return nil
+		} else if !errors.Is(err, catalogkv.ErrEmpty) {
+			return err
+		} else if !logged {
+			s.rt.Log.Warn().Err(err).Msg("waiting for the instance catalog")
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// reconcileLoop republishes the LaunchIntent of every NodeClaim not launched yet, at once and
+// then every interval: a crash between creating a claim and publishing its intent loses
+// nothing, and JetStream's dedup on the claim name makes a repeat within the window free.
+func (s *scheduler) reconcileLoop(ctx context.Context) {
+	tick := time.NewTicker(s.cfg.Reconcile)
+	defer tick.Stop()
+	for {
+		if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
+			s.rt.Log.Warn().Err(err).Msg("republishing launch intents")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}

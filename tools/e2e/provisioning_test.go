@@ -1,0 +1,299 @@
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/catalog"
+	"github.com/fleetwright/fleetwright/tools/awsemu"
+	"github.com/fleetwright/fleetwright/tools/e2e"
+)
+
+// podsRunning waits until n pods matching the selector run, and returns how long it took.
+func podsRunning(t *testing.T, s *e2e.Stack, selector string, n int, within time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		pods, err := s.Kube.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		return running == n
+	}, within, 200*time.Millisecond, "%d pods %s running", n, selector)
+	return time.Since(start)
+}
+
+func nodeClaims(t *testing.T, s *e2e.Stack) []karpv1.NodeClaim {
+	t.Helper()
+	var list karpv1.NodeClaimList
+	require.NoError(t, s.Client.List(context.Background(), &list))
+	return list.Items
+}
+
+func launchedNodes(t *testing.T, s *e2e.Stack) []corev1.Node {
+	t.Helper()
+	var list corev1.NodeList
+	require.NoError(t, s.Client.List(context.Background(), &list, client.HasLabels{karpv1.NodePoolLabelKey}))
+	return list.Items
+}
+
+// planCost is the hourly price of the launched nodes, as the scheduler saw it: on-demand from
+// the catalog, spot from the (modelled) spot price of the node's zone.
+func planCost(t *testing.T, s *e2e.Stack) float64 {
+	t.Helper()
+	total := 0.0
+	for _, n := range launchedNodes(t, s) {
+		it, ok := catalog.Lookup(n.Labels[corev1.LabelInstanceTypeStable])
+		require.True(t, ok)
+		if n.Labels[karpv1.CapacityTypeLabelKey] == "spot" {
+			total += catalog.SpotPrice(it, n.Labels[corev1.LabelTopologyZone])
+		} else {
+			total += it.OnDemandPriceUSDPerHour
+		}
+	}
+	return total
+}
+
+// everyNodeUsed checks that no launched node is without a workload pod.
+func everyNodeUsed(t *testing.T, s *e2e.Stack) {
+	t.Helper()
+	pods, err := s.Kube.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	used := map[string]bool{}
+	for _, p := range pods.Items {
+		used[p.Spec.NodeName] = true
+	}
+	for _, n := range launchedNodes(t, s) {
+		assert.True(t, used[n.Name], "node %s (%s) runs no pod: a node was launched that was not needed", n.Name, n.Labels[corev1.LabelInstanceTypeStable])
+	}
+}
+
+func podEvents(t *testing.T, s *e2e.Stack, reason string) []string {
+	t.Helper()
+	evs, err := s.Kube.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: "reason=" + reason})
+	require.NoError(t, err)
+	var out []string
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind == "Pod" {
+			out = append(out, e.Message)
+		}
+	}
+	return out
+}
+
+// The getting-started scale-up with the v1 example: 5 pods pending → NodeClaims →
+// instances → nodes that carry the pool's labels and taints → 5 pods Running, on as few
+// nodes as fit.
+func TestScaleUpV1(t *testing.T) {
+	s := e2e.NewStack(t, nil)
+	s.Apply("deploy/examples/v1/default.yaml")
+	// The pool's own label and taint must reach the nodes; inflate tolerates the taint.
+	s.Kubectl("patch", "nodepool", "default", "--type", "merge", "-p",
+		`{"spec":{"template":{"metadata":{"labels":{"team":"web"}},"spec":{"taints":[{"key":"example.com/dedicated","value":"web","effect":"NoSchedule"}]}}}}`)
+	s.Apply("deploy/examples/inflate.yaml")
+	s.Kubectl("patch", "deployment", "inflate", "--type", "merge", "-p",
+		`{"spec":{"template":{"spec":{"tolerations":[{"key":"example.com/dedicated","operator":"Equal","value":"web","effect":"NoSchedule"}]}}}}`)
+
+	s.Kubectl("scale", "deployment", "inflate", "--replicas", "5")
+	took := podsRunning(t, s, "app=inflate", 5, 3*time.Minute)
+	t.Logf("5 pods created → all Running in %s", took.Round(100*time.Millisecond))
+
+	claims := nodeClaims(t, s)
+	// The pool allows t4g.medium/large/xlarge: five 1-CPU pods fit 2 × t4g.xlarge (3 + 2), or
+	// 5 × t4g.medium, which costs less. Whatever the plan, it costs no more than the first.
+	xl, _ := catalog.Lookup("t4g.xlarge")
+	assert.LessOrEqual(t, planCost(t, s), 2*xl.OnDemandPriceUSDPerHour, "no dearer than 2 × t4g.xlarge")
+	everyNodeUsed(t, s)
+	for _, c := range claims {
+		assert.True(t, c.IsTrue(karpv1.ConditionTypeInitialized), "nodeclaim %s initialized", c.Name)
+		assert.Equal(t, "default", c.Labels[karpv1.NodePoolLabelKey])
+	}
+	nodes := launchedNodes(t, s)
+	require.Len(t, nodes, len(claims))
+	for _, n := range nodes {
+		assert.Equal(t, "default", n.Labels[karpv1.NodePoolLabelKey])
+		assert.Contains(t, []string{"spot", "on-demand"}, n.Labels[karpv1.CapacityTypeLabelKey])
+		assert.True(t, strings.HasPrefix(n.Labels[corev1.LabelInstanceTypeStable], "t4g."), n.Labels[corev1.LabelInstanceTypeStable])
+		assert.Equal(t, "us-east-1a", n.Labels[corev1.LabelTopologyZone])
+		assert.Equal(t, "arm64", n.Labels[corev1.LabelArchStable])
+		assert.Equal(t, "web", n.Labels["team"], "the pool's label")
+		assert.Contains(t, n.Spec.Taints, corev1.Taint{Key: "example.com/dedicated", Value: "web", Effect: corev1.TaintEffectNoSchedule}, "the pool's taint")
+	}
+	assert.NotEmpty(t, podEvents(t, s, "Nominated"), "pods were told which NodeClaim they wait for")
+
+	// Every running instance belongs to a NodeClaim.
+	insts, err := s.Emu.Instances(context.Background())
+	require.NoError(t, err)
+	running := 0
+	for _, i := range insts {
+		if i.State == "running" {
+			running++
+		}
+	}
+	assert.Equal(t, len(claims), running, "one instance per NodeClaim, none orphaned")
+}
+
+// The same with the v1alpha5 example: a spot-only Provisioner and an AWSNodeTemplate.
+func TestScaleUpV1Alpha5(t *testing.T) {
+	s := e2e.NewStack(t, nil)
+	s.Apply("deploy/examples/v1alpha5/default.yaml")
+	s.Apply("deploy/examples/inflate.yaml")
+	s.Kubectl("scale", "deployment", "inflate", "--replicas", "5")
+	took := podsRunning(t, s, "app=inflate", 5, 3*time.Minute)
+	t.Logf("v1alpha5: 5 pods created → all Running in %s", took.Round(100*time.Millisecond))
+
+	everyNodeUsed(t, s)
+	for _, n := range launchedNodes(t, s) {
+		assert.Equal(t, "spot", n.Labels[karpv1.CapacityTypeLabelKey], "the provisioner is spot-only")
+		assert.Equal(t, "default", n.Labels["karpenter.sh/provisioner-name"])
+		assert.Equal(t, "amd64", n.Labels[corev1.LabelArchStable], "Karpenter's default arch")
+		assert.Regexp(t, `^[cmr]\d`, n.Labels[corev1.LabelInstanceTypeStable], "Karpenter's default categories")
+	}
+	// No second node where one suffices: the plan costs no more than the cheapest single
+	// default-category spot node in us-east-1a with room for all five pods (8 vCPU, 16 GiB).
+	cheapestSingle := 0.0
+	for _, it := range catalog.Schedulable() {
+		if it.VCPU >= 8 && it.MemoryMiB >= 16384 && it.Arch == "amd64" && it.Generation > 2 && strings.Contains("cmr", it.Category) && !it.BareMetal {
+			if p := catalog.SpotPrice(it, "us-east-1a"); cheapestSingle == 0 || p < cheapestSingle {
+				cheapestSingle = p
+			}
+		}
+	}
+	assert.LessOrEqual(t, planCost(t, s), cheapestSingle+1e-9, "no dearer than one node that fits all")
+}
+
+// No pool at all: the pods stay pending and are told why; a pool whose taint they do not
+// tolerate: the event names the taint.
+func TestUnschedulablePodsAreExplained(t *testing.T) {
+	s := e2e.NewStack(t, nil)
+	s.Apply("deploy/examples/inflate.yaml")
+	s.Kubectl("scale", "deployment", "inflate", "--replicas", "2")
+	require.Eventually(t, func() bool {
+		for _, m := range podEvents(t, s, "FailedScheduling") {
+			if strings.Contains(m, "no NodePool exists") {
+				return true
+			}
+		}
+		return false
+	}, 90*time.Second, 250*time.Millisecond, "a FailedScheduling event says no NodePool exists")
+	assert.Contains(t, s.Service("scheduler").Log(), "no NodePool exists", "and the log says so")
+	assert.Empty(t, nodeClaims(t, s))
+
+	s.Apply("deploy/examples/v1/default.yaml")
+	s.Kubectl("patch", "nodepool", "default", "--type", "merge", "-p",
+		`{"spec":{"template":{"spec":{"taints":[{"key":"example.com/special-taint","effect":"NoSchedule"}]}}}}`)
+	require.Eventually(t, func() bool {
+		for _, m := range podEvents(t, s, "FailedScheduling") {
+			if strings.Contains(m, "example.com/special-taint") {
+				return true
+			}
+		}
+		return false
+	}, 90*time.Second, 250*time.Millisecond, "the event names the taint the pods do not tolerate")
+	assert.Empty(t, nodeClaims(t, s), "no capacity for pods no pool can take")
+}
+
+// Every spot pool of the zone out of capacity: the launch still succeeds (on-demand), the
+// exhausted offerings are published, and the next claim goes straight to what is available.
+func TestInsufficientCapacity(t *testing.T) {
+	s := e2e.NewStack(t, nil)
+	ctx := context.Background()
+	require.NoError(t, s.Emu.SetCapacity(ctx, awsemu.CapacityRule{Pool: awsemu.Pool{Zone: "us-east-1a", CapacityType: "spot"}, Capacity: 0}))
+	s.Apply("deploy/examples/v1/default.yaml")
+	s.Apply("deploy/examples/inflate.yaml")
+	s.Kubectl("scale", "deployment", "inflate", "--replicas", "1")
+	podsRunning(t, s, "app=inflate", 1, 3*time.Minute)
+	nodes := launchedNodes(t, s)
+	require.Len(t, nodes, 1)
+	assert.Equal(t, "on-demand", nodes[0].Labels[karpv1.CapacityTypeLabelKey], "fell through to the next offering")
+	assert.Contains(t, s.Service("launcher").Log(), "marked offering unavailable")
+
+	fleets := func() int {
+		calls, err := s.Emu.Calls(ctx)
+		require.NoError(t, err)
+		n := 0
+		for _, c := range calls {
+			if c.Action == "CreateFleet" {
+				n++
+			}
+		}
+		return n
+	}
+	before := fleets()
+	// A pod too big for the first node needs a second claim.
+	s.Kubectl("scale", "deployment", "inflate", "--replicas", "6")
+	podsRunning(t, s, "app=inflate", 6, 3*time.Minute)
+	claims := nodeClaims(t, s)
+	assert.Equal(t, before+len(claims)-1, fleets(), "each later claim launched in one CreateFleet: no exhausted pool was tried again")
+	for _, n := range launchedNodes(t, s) {
+		assert.Equal(t, "on-demand", n.Labels[karpv1.CapacityTypeLabelKey])
+	}
+}
+
+// The launcher is down when the intent is published, and killed again as it calls
+// CreateFleet: after restarts there is exactly one instance for each NodeClaim.
+func TestLauncherCrashLaunchesExactlyOnce(t *testing.T) {
+	s := e2e.NewStack(t, nil)
+	ctx := context.Background()
+	// Once the catalog is out (the scheduler needs it), take the launcher down.
+	require.Eventually(t, func() bool { return strings.Contains(s.Service("launcher").Log(), "published instance catalog") },
+		60*time.Second, 100*time.Millisecond)
+	s.Service("launcher").Kill()
+	s.Apply("deploy/examples/v1/default.yaml")
+	s.Apply("deploy/examples/inflate.yaml")
+	s.Kubectl("scale", "deployment", "inflate", "--replicas", "3")
+	require.Eventually(t, func() bool { return len(nodeClaims(t, s)) > 0 }, 90*time.Second, 200*time.Millisecond, "the scheduler created claims")
+
+	// Restart, and kill it as soon as its first CreateFleet is seen.
+	s.StartService("launcher")
+	require.Eventually(t, func() bool {
+		calls, err := s.Emu.Calls(ctx)
+		require.NoError(t, err)
+		for _, c := range calls {
+			if c.Action == "CreateFleet" {
+				return true
+			}
+		}
+		return false
+	}, 60*time.Second, 5*time.Millisecond)
+	s.Service("launcher").Kill()
+	s.StartService("launcher")
+	podsRunning(t, s, "app=inflate", 3, 3*time.Minute)
+
+	insts, err := s.Emu.Instances(ctx)
+	require.NoError(t, err)
+	perClaim := map[string]int{}
+	for _, i := range insts {
+		if i.State != "running" && i.State != "pending" {
+			continue
+		}
+		for _, tag := range i.Tags {
+			if tag.Key == "karpenter.sh/nodeclaim" {
+				perClaim[tag.Value]++
+			}
+		}
+	}
+	claims := nodeClaims(t, s)
+	require.NotEmpty(t, claims)
+	for _, c := range claims {
+		assert.Equal(t, 1, perClaim[c.Name], "exactly one instance for %s", c.Name)
+		delete(perClaim, c.Name)
+	}
+	assert.Empty(t, perClaim, fmt.Sprintf("no instance without a NodeClaim: %v", perClaim))
+}
