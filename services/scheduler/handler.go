@@ -30,7 +30,6 @@ const noNodePool = "no NodePool exists, and no existing node can take it"
 // the unplaceable pods why, publish one LaunchIntent per NodeClaim. Only then is the batch
 // acked; a redelivery finds the pods nominated and does nothing again.
 func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d bus.Delivery) error {
-	start := s.now()
 	ctx, span := tracer.Start(ctx, "scheduler.solve")
 	defer span.End()
 	log := s.rt.Log.With().Str("batch", batch.GetBatchId()).Logger()
@@ -45,6 +44,7 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 		return nil
 	}
 	log.Info().Msgf("found %d provisionable pod(s)", len(pods))
+	start := s.now()
 
 	v, err := s.read()
 	if err != nil {

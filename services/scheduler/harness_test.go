@@ -216,7 +216,8 @@ func (e *env) pendingPods(name string, n int32, cpu string, mutate ...func(*core
 	_, err := e.kube.AppsV1().Deployments(e.ns).Create(e.ctx, d, metav1.CreateOptions{})
 	require.NoError(e.t, err)
 	var pods []*corev1.Pod
-	require.Eventually(e.t, func() bool {
+	seen := 0
+	if !assert.Eventually(e.t, func() bool {
 		list, err := e.kube.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 		if err != nil {
 			return false
@@ -227,8 +228,11 @@ func (e *env) pendingPods(name string, n int32, cpu string, mutate ...func(*core
 				pods = append(pods, &list.Items[i])
 			}
 		}
+		seen = len(list.Items)
 		return len(pods) == int(n)
-	}, time.Minute, 100*time.Millisecond, "kube-scheduler marks the pods unschedulable")
+	}, time.Minute, 100*time.Millisecond) {
+		e.t.Fatalf("kube-scheduler marked %d of %d pods (%d exist) unschedulable", len(pods), n, seen)
+	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	return pods
 }

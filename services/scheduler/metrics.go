@@ -16,7 +16,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		solveSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetwright_scheduler_scheduling_duration_seconds",
-			Help: "Time to run the scheduling core for one batch (input gathering included).", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+			Help: "Time to gather the input and run the scheduling core for one batch.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_batches_total",
 			Help: "Pending-pod batches by outcome (scheduled, nothing_to_do, unschedulable, error)."}, []string{"outcome"}),
 		podsScheduled: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_pods_scheduled_total",
