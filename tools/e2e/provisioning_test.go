@@ -120,8 +120,17 @@ func TestScaleUpV1(t *testing.T) {
 	xl, _ := catalog.Lookup("t4g.xlarge")
 	assert.LessOrEqual(t, planCost(t, s), 2*xl.OnDemandPriceUSDPerHour, "no dearer than 2 × t4g.xlarge")
 	everyNodeUsed(t, s)
+	// Pods may run as soon as a node is Ready; the launcher marks its claim Initialized on its
+	// next pass.
+	require.Eventually(t, func() bool {
+		for _, c := range nodeClaims(t, s) {
+			if !c.IsTrue(karpv1.ConditionTypeInitialized) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 200*time.Millisecond, "every NodeClaim reaches Initialized")
 	for _, c := range claims {
-		assert.True(t, c.IsTrue(karpv1.ConditionTypeInitialized), "nodeclaim %s initialized", c.Name)
 		assert.Equal(t, "default", c.Labels[karpv1.NodePoolLabelKey])
 	}
 	nodes := launchedNodes(t, s)
