@@ -69,8 +69,15 @@ func newKubeStores(ctx context.Context, rt *service.Runtime, defaultInstanceProf
 
 type kubeClaims struct{ c, direct client.Client }
 
+// get reads the claim from the cache; a claim the cache does not know yet (the scheduler
+// creates it a moment before publishing its intent) is looked up on the API server before it
+// is called gone.
 func (k *kubeClaims) get(ctx context.Context, name string) (*karpv1.NodeClaim, error) {
-	return getClaim(ctx, k.c, name)
+	nc, err := getClaim(ctx, k.c, name)
+	if errors.Is(err, errClaimNotFound) {
+		return getClaim(ctx, k.direct, name)
+	}
+	return nc, err
 }
 
 func getClaim(ctx context.Context, c client.Reader, name string) (*karpv1.NodeClaim, error) {

@@ -56,7 +56,9 @@ func startWith(t *testing.T, register bool, extra ...string) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 
-	cfg := awsemu.Config{ClusterName: "demo-cluster", BootDelay: time.Millisecond}
+	// Tests share the control plane: a seed of their own keeps instance ids and node names
+	// from matching the nodes an earlier test left behind.
+	cfg := awsemu.Config{ClusterName: "demo-cluster", BootDelay: time.Millisecond, Seed: time.Now().UnixNano()}
 	if register {
 		reg, err := awsemu.NewRegistrarFromKubeconfig(c.Kubeconfig)
 		require.NoError(t, err)
@@ -92,6 +94,12 @@ func startWith(t *testing.T, register bool, extra ...string) *env {
 	require.NoError(t, err)
 	kube, err := client.New(rc, client.Options{Scheme: scheme})
 	require.NoError(t, err)
+	// Leave the shared control plane without this test's nodes and claims: the next test's
+	// emulator numbers its instances' addresses (and so node names) from the start again.
+	t.Cleanup(func() {
+		_ = kube.DeleteAllOf(context.Background(), &karpv1.NodeClaim{})
+		_ = kube.DeleteAllOf(context.Background(), &corev1.Node{})
+	})
 
 	nc, err := nats.Connect(nsrv.ClientURL())
 	require.NoError(t, err)
