@@ -1,0 +1,188 @@
+// Package deploytest checks what deploy/ and docker-compose.yaml ship: the NATS users and their
+// subject permissions (against a real in-process nats-server), the kustomize overlays (rendered,
+// then applied with server-side dry-run to the local control plane), the CloudFormation
+// template's IAM policies, the compose file and the audit stream.
+//
+// It also holds the one table the NATS permissions come from: NATSUsers. The shipped file
+// deploy/base/nats/auth.conf is RenderAuthConf(NATSUsers(subject.DefaultPrefix)); a test fails
+// when the two differ, and `go test ./deploytest -run TestAuthConfIsRendered -update` rewrites
+// the file after the table changes.
+package deploytest
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/fleetwright/fleetwright/pkg/subject"
+)
+
+// NATSUser is one NATS login and what it may do.
+type NATSUser struct {
+	Name      string   // login, also the key of the password in the Secret fleetwright-nats-users
+	Comment   string   // why it has what it has
+	Publish   []string // subjects it may publish to (JetStream API subjects included)
+	Subscribe []string // subjects it may subscribe to
+	Responses bool     // may answer requests it received (allow_responses)
+}
+
+// catalogStream is the JetStream stream behind the catalog key-value bucket.
+func catalogStream(p subject.Prefix) string { return "KV_" + p.CatalogBucket() }
+
+// manageStreams lets a user create, update and inspect Fleetwright's work streams and the
+// catalog bucket: every service calls bus.EnsureStreams at start. The audit stream is not among
+// them, so no service can shorten the audit trail.
+func manageStreams(p subject.Prefix) []string {
+	out := []string{"$JS.API.INFO", "$JS.API.STREAM.NAMES"}
+	streams := make([]string, 0, len(subject.Streams())+1)
+	for _, key := range subject.Streams() {
+		streams = append(streams, p.Stream(key))
+	}
+	streams = append(streams, catalogStream(p))
+	for _, s := range streams {
+		for _, op := range []string{"CREATE", "UPDATE", "INFO"} {
+			out = append(out, "$JS.API.STREAM."+op+"."+s)
+		}
+	}
+	return out
+}
+
+// readStream lets a user run consumers (durable or ordered) on one stream: create, inspect and
+// delete them, fetch, acknowledge, answer flow control, and read single messages directly.
+func readStream(stream string) []string {
+	return []string{
+		"$JS.API.CONSUMER.CREATE." + stream,
+		"$JS.API.CONSUMER.CREATE." + stream + ".>",
+		"$JS.API.CONSUMER.DURABLE.CREATE." + stream + ".>",
+		"$JS.API.CONSUMER.INFO." + stream + ".>",
+		"$JS.API.CONSUMER.DELETE." + stream + ".>",
+		"$JS.API.CONSUMER.MSG.NEXT." + stream + ".>",
+		"$JS.API.DIRECT.GET." + stream,
+		"$JS.API.DIRECT.GET." + stream + ".>",
+		"$JS.API.STREAM.MSG.GET." + stream,
+		"$JS.ACK." + stream + ".>",
+		"$JS.FC." + stream + ".>",
+	}
+}
+
+// inbox is where JetStream API replies, PubAcks, pushed KV watch messages and request replies
+// arrive.
+const inbox = "_INBOX.>"
+
+// NATSUsers is the permission table: one user per service plus the audit user (the tap and the
+// audit-stream job). Each service may publish exactly the subjects it produces, plus the
+// dead-letter subjects of what it consumes.
+func NATSUsers(p subject.Prefix) []NATSUser {
+	js := manageStreams(p)
+	join := func(lists ...[]string) []string {
+		var out []string
+		for _, l := range lists {
+			out = append(out, l...)
+		}
+		return out
+	}
+	return []NATSUser{
+		{
+			Name:      "pod-watcher",
+			Comment:   "publishes pending-pod batches and nothing else",
+			Publish:   join([]string{p.Of(subject.PodsPending)}, js),
+			Subscribe: []string{inbox},
+		},
+		{
+			Name: "scheduler",
+			Comment: "consumes batches, follows unavailable offerings and the catalog, publishes launch " +
+				"intents, answers simulate requests",
+			Publish: join([]string{
+				p.Of(subject.LaunchIntents),
+				p.DeadLetter(p.Of(subject.PodsPending)),
+			}, js, readStream(p.Stream(subject.StreamPods)), readStream(p.Stream(subject.StreamOfferings)),
+				readStream(catalogStream(p))),
+			Subscribe: []string{p.Of(subject.SchedulerSimulate), inbox},
+			Responses: true,
+		},
+		{
+			Name: "launcher",
+			Comment: "consumes launch intents, publishes results, unavailable offerings, node events " +
+				"and the catalog",
+			Publish: join([]string{
+				p.Of(subject.LaunchResults),
+				p.Of(subject.OfferingsUnavailable),
+				p.Of(subject.NodesEvents),
+				p.DeadLetter(p.Of(subject.LaunchIntents)),
+				"$KV." + p.CatalogBucket() + ".>",
+			}, js, readStream(p.Stream(subject.StreamLaunch)), readStream(catalogStream(p))),
+			Subscribe: []string{p.Of(subject.OfferingsUnavailable), inbox},
+		},
+		{
+			Name: "terminator",
+			Comment: "bridges SQS interruptions, decides and carries out terminations (publishing node " +
+				"events), asks the scheduler to simulate; reads launch results and node events",
+			Publish: join([]string{
+				p.AllInterruptions(),
+				p.Of(subject.TerminationsIntents),
+				p.Of(subject.TerminationsResults),
+				p.Of(subject.NodesEvents),
+				p.Of(subject.SchedulerSimulate),
+				p.DeadLetter(p.AllInterruptions()),
+				p.DeadLetter(p.Of(subject.TerminationsIntents)),
+				p.DeadLetter(p.Of(subject.LaunchResults)),
+				p.DeadLetter(p.Of(subject.NodesEvents)),
+			}, js, readStream(p.Stream(subject.StreamInterruptions)), readStream(p.Stream(subject.StreamTerminations)),
+				readStream(p.Stream(subject.StreamLaunch)), readStream(p.Stream(subject.StreamNodes))),
+			Subscribe: []string{inbox},
+		},
+		{
+			Name: "audit",
+			Comment: "the tap (a read-only subscription to everything) and the job that keeps the " +
+				"audit stream; publishes no Fleetwright subject",
+			Publish: join([]string{
+				"$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
+				"$JS.API.STREAM.CREATE." + AuditStream(p),
+				"$JS.API.STREAM.UPDATE." + AuditStream(p),
+				"$JS.API.STREAM.INFO." + AuditStream(p),
+			}, readStream(AuditStream(p))),
+			Subscribe: []string{p.All(), inbox},
+		},
+	}
+}
+
+// AuditStream is the name of the stream that keeps every Fleetwright message for auditing.
+func AuditStream(p subject.Prefix) string { return p.Stream("AUDIT") }
+
+// passwordEnv is the nats-server environment variable holding a user's password.
+func passwordEnv(user string) string {
+	return "NATS_PASSWORD_" + strings.ToUpper(strings.ReplaceAll(user, "-", "_"))
+}
+
+// RenderAuthConf renders the users as a nats-server configuration block.
+func RenderAuthConf(users []NATSUser) string {
+	var b strings.Builder
+	b.WriteString("# Generated from tools/deploytest/natsauth.go (NATSUsers); do not edit by hand.\n")
+	b.WriteString("# Regenerate: cd tools && go test ./deploytest -run TestAuthConfIsRendered -update\n")
+	b.WriteString("#\n# One user per service. Passwords come from the Secret fleetwright-nats-users through the\n")
+	b.WriteString("# environment of the nats-server (see statefulset.yaml). A user may publish and subscribe\n")
+	b.WriteString("# only to the subjects listed; everything else is a permissions violation.\n")
+	b.WriteString("authorization {\n  users = [\n")
+	for _, u := range users {
+		fmt.Fprintf(&b, "    # %s: %s\n", u.Name, u.Comment)
+		fmt.Fprintf(&b, "    {\n      user: %q\n      password: $%s\n      permissions: {\n", u.Name, passwordEnv(u.Name))
+		writeList(&b, "publish", u.Publish)
+		writeList(&b, "subscribe", u.Subscribe)
+		if u.Responses {
+			b.WriteString("        allow_responses: true\n")
+		}
+		b.WriteString("      }\n    }\n")
+	}
+	b.WriteString("  ]\n}\n")
+	return b.String()
+}
+
+func writeList(b *strings.Builder, name string, subjects []string) {
+	list := append([]string(nil), subjects...)
+	sort.Strings(list)
+	fmt.Fprintf(b, "        %s: {\n          allow: [\n", name)
+	for _, s := range list {
+		fmt.Fprintf(b, "            %q\n", s)
+	}
+	b.WriteString("          ]\n        }\n")
+}
