@@ -1,4 +1,27 @@
-// Command terminator is one of Fleetwright's four services; see the README for its place in the flow.
+// Command terminator takes capacity away: it decides which nodes go (empty, expired,
+// interrupted, deleted by hand) and carries the decisions out, draining through the Eviction
+// API so PodDisruptionBudgets hold.
+//
+//	decision loop (every replica; deterministic intent ids make repeats harmless)
+//	  finalizers: karpenter.sh/termination on registered NodeClaims and their Nodes
+//	  emptiness: node with only DaemonSet/mirror pods ─ karpenter.sh/emptiness-timestamp ─┐
+//	  expiry: claim older than expireAfter / ttlSecondsUntilExpired                        │
+//	  sweeper: NodeClaim or Node deleted by someone else (finalizer holds it)              │
+//	SQS interruption queue ─ long poll ─ parser per (source, detail-type, version)        │
+//	  ──> <prefix>.interruptions.<kind> (InterruptionEvent) ───────────────────────────────┤
+//	  └─ SQS DeleteMessage only after the publishes below were acked                      v
+//	                                  <prefix>.terminations.intents (TerminationIntent)
+//	                                               │ durable pull consumer "terminator"
+//	                                               v (queue group of workers, any replica)
+//	  taint karpenter.sh/disrupted:NoSchedule ─> delete NodeClaim (finalizer holds it)
+//	  ─> evict pods (429 = PDB, retried with backoff; DaemonSet and mirror pods skipped)
+//	  ─> TerminateInstances ─> remove finalizers, delete Node and NodeClaim
+//	  ─> <prefix>.terminations.results (TerminationResult)
+//
+// Every step reads the cluster afresh and is idempotent, so a redelivered intent (a crash, a
+// drain longer than one delivery) carries on where the last one stopped.
 package main
 
-func main() {}
+import "github.com/fleetwright/fleetwright/pkg/service"
+
+func main() { service.Main("terminator", run) }

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"time"
+
+	"github.com/fleetwright/fleetwright/pkg/service"
+)
+
+type config struct {
+	service.Common
+	ClusterName       string
+	InterruptionQueue string
+	Region            string
+	Workers           int
+	Interval          time.Duration
+	IntentAckWait     time.Duration
+	SQSWait           time.Duration
+}
+
+func parseConfig(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("terminator", flag.ContinueOnError)
+	c.Register(fs, "127.0.0.1:8084")
+	fs.StringVar(&c.ClusterName, "cluster-name", service.Env("CLUSTER_NAME", ""), "EKS cluster name (env CLUSTER_NAME)")
+	fs.StringVar(&c.InterruptionQueue, "interruption-queue", service.Env("INTERRUPTION_QUEUE", ""),
+		"SQS interruption queue name or URL; default the cluster name; \"-\" disables interruption handling (env INTERRUPTION_QUEUE)")
+	fs.StringVar(&c.Region, "region", service.Env("AWS_REGION", "us-east-1"), "AWS region (env AWS_REGION)")
+	fs.IntVar(&c.Workers, "workers", service.EnvInt("TERMINATION_WORKERS", 4), "terminations in flight per replica (env TERMINATION_WORKERS)")
+	fs.DurationVar(&c.Interval, "interval", service.EnvDuration("DECISION_INTERVAL", 2*time.Second), "how often emptiness, expiry and deletions are evaluated (env DECISION_INTERVAL)")
+	fs.DurationVar(&c.IntentAckWait, "intent-ack-wait", service.EnvDuration("INTENT_ACK_WAIT", 30*time.Second),
+		"one delivery of a termination intent works this long (a longer drain continues on redelivery); a crashed worker's intent is redelivered after it (env INTENT_ACK_WAIT)")
+	fs.DurationVar(&c.SQSWait, "sqs-wait", service.EnvDuration("SQS_WAIT", 20*time.Second), "SQS long-poll wait, at most 20s (env SQS_WAIT)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.InterruptionQueue == "" {
+		c.InterruptionQueue = c.ClusterName
+	}
+	var errs []error
+	if c.ClusterName == "" {
+		errs = append(errs, errors.New("--cluster-name is required"))
+	}
+	if c.Workers < 1 {
+		errs = append(errs, errors.New("--workers must be at least 1"))
+	}
+	if c.Interval <= 0 {
+		errs = append(errs, errors.New("--interval must be positive"))
+	}
+	if c.IntentAckWait < 10*time.Second {
+		errs = append(errs, errors.New("--intent-ack-wait must be at least 10s"))
+	}
+	if c.SQSWait < 0 || c.SQSWait > 20*time.Second {
+		errs = append(errs, errors.New("--sqs-wait must be between 0 and 20s"))
+	}
+	return c, errors.Join(errs...)
+}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
+)
+
+// deletedByOthers finds NodeClaims and Nodes someone else deleted (kubectl, the emulator
+// deleting a terminated instance's Node) that the termination finalizer holds, and decides
+// to terminate them. A NodeClaim the executor deleted carries its intent's id and is skipped:
+// that intent is still being delivered.
+func (k *kube) deletedByOthers(ctx context.Context, now time.Time) ([]*terminationv1.TerminationIntent, error) {
+	var claims karpv1.NodeClaimList
+	if err := k.cached.List(ctx, &claims); err != nil {
+		return nil, fmt.Errorf("listing nodeclaims: %w", err)
+	}
+	var out []*terminationv1.TerminationIntent
+	byNode := map[string]*karpv1.NodeClaim{}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		if nc.Status.NodeName != "" {
+			byNode[nc.Status.NodeName] = nc
+		}
+		if nc.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(nc, karpv1.TerminationFinalizer) || nc.Annotations[intentAnnotation] != "" {
+			continue
+		}
+		out = append(out, manualIntent(refOf(nc), string(nc.UID), now))
+	}
+	var nodes corev1.NodeList
+	if err := k.cached.List(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(n, karpv1.TerminationFinalizer) {
+			continue
+		}
+		nc := byNode[n.Name]
+		switch {
+		case nc == nil:
+			out = append(out, manualIntent(claimRef{NodeName: n.Name, ProviderID: n.Spec.ProviderID, InstanceID: instanceID(n.Spec.ProviderID),
+				Pool: poolOf(n.Labels)}, string(n.UID), now))
+		case nc.DeletionTimestamp == nil:
+			out = append(out, manualIntent(refOf(nc), string(nc.UID), now))
+		}
+	}
+	return out, nil
+}
+
+func manualIntent(c claimRef, uid string, now time.Time) *terminationv1.TerminationIntent {
+	what := "nodeclaim " + c.Name
+	if c.Name == "" {
+		what = "node " + c.NodeName
+	}
+	in := intentFor(candidate{claimRef: c}, commonv1.TerminationReason_TERMINATION_REASON_MANUAL, now, uid+"/deleted", what+" was deleted")
+	return in
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
+)
+
+// candidate is one launched NodeClaim and its node, as the decision stages see them: plain
+// data, so the stages are pure functions of it and the clock.
+type candidate struct {
+	claimRef
+	Created     time.Time
+	Initialized bool
+	HasNode     bool
+	Disrupting  bool           // being deleted, or tainted karpenter.sh/disrupted
+	Empty       bool           // no pods but DaemonSet and mirror pods
+	EmptySince  time.Time      // the node's emptiness timestamp; zero if none
+	BlockedBy   string         // a karpenter.sh/do-not-disrupt pod or node, in words
+	EmptyAfter  *time.Duration // pool's ttlSecondsAfterEmpty / consolidateAfter; nil: never
+	ExpireAfter *time.Duration // claim's expireAfter; nil: never
+	// The termination finalizer is missing from the registered claim or its node.
+	ClaimUnfinalized, NodeUnfinalized bool
+}
+
+// actionKind is what a decision stage asks for.
+type actionKind int
+
+const (
+	markEmpty   actionKind = iota + 1 // record the emptiness timestamp on the node
+	unmarkEmpty                       // a pod arrived: clear it, the clock starts again
+	terminate                         // publish the intent
+	blocked                           // would terminate, but a do-not-disrupt pod or node says no
+)
+
+// action is one decision about one candidate.
+type action struct {
+	Kind      actionKind
+	Candidate candidate
+	Intent    *terminationv1.TerminationIntent // for terminate
+	Why       string
+}
+
+// decide runs the stages over every candidate: expiry first, then emptiness.
+func decide(cands []candidate, now time.Time) []action {
+	var out []action
+	for _, c := range cands {
+		if a, ok := expiry(c, now); ok {
+			out = append(out, a)
+			continue
+		}
+		if a, ok := emptiness(c, now); ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// emptiness tracks how long an initialized node has been empty and decides to terminate it
+// once that reaches the pool's TTL. A pod arriving meanwhile resets the clock.
+func emptiness(c candidate, now time.Time) (action, bool) {
+	if !c.HasNode || c.Disrupting || !c.Initialized {
+		return action{}, false
+	}
+	switch {
+	case !c.Empty && !c.EmptySince.IsZero():
+		return action{Kind: unmarkEmpty, Candidate: c, Why: "node is no longer empty"}, true
+	case !c.Empty || c.EmptyAfter == nil:
+		return action{}, false
+	case c.EmptySince.IsZero():
+		return action{Kind: markEmpty, Candidate: c, Why: "added TTL to empty node"}, true
+	}
+	ttl := *c.EmptyAfter
+	if now.Before(c.EmptySince.Add(ttl)) {
+		return action{}, false
+	}
+	if c.BlockedBy != "" {
+		return action{Kind: blocked, Candidate: c, Why: "empty node not terminated: " + c.BlockedBy + " is annotated " + karpv1.DoNotDisruptAnnotationKey}, true
+	}
+	in := intentFor(c, commonv1.TerminationReason_TERMINATION_REASON_EMPTY, now,
+		c.UID+"/empty/"+strconv.FormatInt(c.EmptySince.Unix(), 10),
+		fmt.Sprintf("empty for %s (ttl %s)", now.Sub(c.EmptySince).Round(time.Second), karpv1.FormatDuration(ttl)))
+	in.Voluntary = true
+	return action{Kind: terminate, Candidate: c, Intent: in,
+		Why: fmt.Sprintf("triggering termination after %s for empty node", karpv1.FormatDuration(ttl))}, true
+}
+
+// intentFor builds the intent to terminate a candidate.
+func intentFor(c candidate, reason commonv1.TerminationReason, now time.Time, id, why string) *terminationv1.TerminationIntent {
+	in := &terminationv1.TerminationIntent{
+		IntentId: id, NodeClaimName: c.Name, NodeName: c.NodeName, InstanceId: c.InstanceID, ProviderId: c.ProviderID,
+		NodePoolName: c.Pool, Reason: reason, RequestTime: timestamppb.New(now), Why: why,
+	}
+	if c.Grace != nil {
+		in.GracePeriod = durationpb.New(*c.Grace)
+	}
+	return in
+}

@@ -1,0 +1,354 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
+	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// errStillDraining ends a delivery whose drain is not finished; the intent is redelivered and
+// the drain goes on where it stopped.
+var errStillDraining = errors.New("node still draining")
+
+// executor carries out TerminationIntents. Every step reads the API server afresh and is
+// idempotent; the NodeClaim's deletion is the point of no return, after which a voluntary
+// intent is no longer abandoned.
+type executor struct {
+	k       *kube
+	cs      kubernetes.Interface
+	ec2     EC2API
+	bus     publisher
+	prefix  subject.Prefix
+	log     zerolog.Logger
+	metrics *metrics
+	now     func() time.Time
+}
+
+// result is what one execution came to.
+type result struct {
+	Outcome  terminationv1.TerminationOutcome
+	Node     string
+	Instance string
+	Drain    time.Duration
+	Why      string // for ABANDONED
+	drainStats
+}
+
+// blocksOnDoNotDisrupt reports intents a karpenter.sh/do-not-disrupt pod holds back: the
+// voluntary ones and expiry. Interruptions and manual deletions go regardless.
+func blocksOnDoNotDisrupt(in *terminationv1.TerminationIntent) bool {
+	switch in.GetReason() {
+	case commonv1.TerminationReason_TERMINATION_REASON_EMPTY, commonv1.TerminationReason_TERMINATION_REASON_EXPIRED,
+		commonv1.TerminationReason_TERMINATION_REASON_UNDERUTILIZED, commonv1.TerminationReason_TERMINATION_REASON_DRIFTED:
+		return true
+	}
+	return in.GetVoluntary()
+}
+
+// execute takes one intent as far as it can before budget: it returns errStillDraining if the
+// drain has not finished by then.
+func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationIntent, budget time.Time, log zerolog.Logger) (result, error) {
+	claim, err := e.claim(ctx, in.GetNodeClaimName())
+	if err != nil {
+		return result{}, err
+	}
+	nodeName := in.GetNodeName()
+	if claim != nil && claim.Status.NodeName != "" {
+		nodeName = claim.Status.NodeName
+	}
+	node, err := e.node(ctx, nodeName)
+	if err != nil {
+		return result{}, err
+	}
+	res := result{Node: nodeName, Instance: in.GetInstanceId()}
+	if claim != nil && claim.Status.ProviderID != "" {
+		res.Instance = instanceID(claim.Status.ProviderID)
+	} else if res.Instance == "" && node != nil {
+		res.Instance = instanceID(node.Spec.ProviderID)
+	}
+	if claim == nil && node == nil {
+		if err := terminateInstance(ctx, e.ec2, res.Instance); err != nil {
+			return res, err
+		}
+		res.Outcome = terminationv1.TerminationOutcome_TERMINATION_OUTCOME_ALREADY_GONE
+		return res, nil
+	}
+
+	committed := claim != nil && claim.DeletionTimestamp != nil
+	if !committed && blocksOnDoNotDisrupt(in) {
+		if why, err := e.blocker(ctx, in, node); err != nil || why != "" {
+			if err != nil {
+				return res, err
+			}
+			return e.abandon(ctx, node, res, why, log)
+		}
+	}
+	if node != nil {
+		if err := e.taint(ctx, node, in, log); err != nil {
+			return res, err
+		}
+		if !committed && blocksOnDoNotDisrupt(in) {
+			// A pod may have been bound just before the taint: look again now nothing new can land.
+			if why, err := e.blocker(ctx, in, node); err != nil || why != "" {
+				if err != nil {
+					return res, err
+				}
+				return e.abandon(ctx, node, res, why, log)
+			}
+		}
+	}
+	if claim != nil && !committed {
+		if err := e.commit(ctx, claim, in, log); err != nil {
+			return res, err
+		}
+		if claim, err = e.claim(ctx, claim.Name); err != nil {
+			return res, err
+		}
+	}
+
+	if node != nil {
+		deadline, started := e.deadline(claim, in)
+		done, err := e.drain(ctx, node.Name, deadline, budget, &res.drainStats, log)
+		if err != nil {
+			return res, err
+		}
+		if !done {
+			return res, errStillDraining
+		}
+		res.Drain = e.now().Sub(started)
+		log.Info().Str("node", node.Name).Dur("took", res.Drain).Msg("drained node")
+		e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DRAINED, in, node)
+	}
+	if err := terminateInstance(ctx, e.ec2, res.Instance); err != nil {
+		return res, err
+	}
+	log.Info().Str("instance", res.Instance).Msg("terminated instance")
+	if node != nil {
+		if err := e.release(ctx, &corev1.Node{}, node.Name); err != nil {
+			return res, err
+		}
+		log.Info().Str("node", node.Name).Msg("deleted node")
+		e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DELETED, in, node)
+	}
+	if claim != nil {
+		if err := e.release(ctx, &karpv1.NodeClaim{}, claim.Name); err != nil {
+			return res, err
+		}
+		log.Info().Str("nodeclaim", claim.Name).Msg("deleted nodeclaim")
+	}
+	res.Outcome = terminationv1.TerminationOutcome_TERMINATION_OUTCOME_TERMINATED
+	return res, nil
+}
+
+func (e *executor) claim(ctx context.Context, name string) (*karpv1.NodeClaim, error) {
+	if name == "" {
+		return nil, nil
+	}
+	var nc karpv1.NodeClaim
+	if err := e.k.direct.Get(ctx, client.ObjectKey{Name: name}, &nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting nodeclaim %s: %w", name, err)
+	}
+	return &nc, nil
+}
+
+func (e *executor) node(ctx context.Context, name string) (*corev1.Node, error) {
+	if name == "" {
+		return nil, nil
+	}
+	var n corev1.Node
+	if err := e.k.direct.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting node %s: %w", name, err)
+	}
+	return &n, nil
+}
+
+// blocker says, in words, why a voluntary intent must not go ahead now: a do-not-disrupt
+// node or pod, or, for emptiness, a pod that arrived since the decision.
+func (e *executor) blocker(ctx context.Context, in *terminationv1.TerminationIntent, node *corev1.Node) (string, error) {
+	if node == nil {
+		return "", nil
+	}
+	if node.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
+		return "node " + node.Name + " is annotated " + karpv1.DoNotDisruptAnnotationKey, nil
+	}
+	pods, err := e.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node.Name})
+	if err != nil {
+		return "", fmt.Errorf("listing pods on %s: %w", node.Name, err)
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !active(p) {
+			continue
+		}
+		if p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
+			return "pod " + p.Namespace + "/" + p.Name + " is annotated " + karpv1.DoNotDisruptAnnotationKey, nil
+		}
+		if in.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_EMPTY && !daemonOrMirror(p) {
+			return "node is no longer empty: pod " + p.Namespace + "/" + p.Name + " runs on it", nil
+		}
+	}
+	return "", nil
+}
+
+// abandon gives a voluntary intent up and lifts the disrupted taint, if it was put on.
+func (e *executor) abandon(ctx context.Context, node *corev1.Node, res result, why string, log zerolog.Logger) (result, error) {
+	if node != nil {
+		if err := e.patchNode(ctx, node.Name, func(n *corev1.Node) { n.Spec.Taints = withoutDisrupted(n.Spec.Taints) }); err != nil {
+			return res, err
+		}
+	}
+	log.Info().Str("node", res.Node).Str("why", why).Msg("abandoned termination")
+	res.Outcome, res.Why = terminationv1.TerminationOutcome_TERMINATION_OUTCOME_ABANDONED, why
+	return res, nil
+}
+
+// taint puts karpenter.sh/disrupted:NoSchedule on the node, so nothing new lands on it.
+func (e *executor) taint(ctx context.Context, node *corev1.Node, in *terminationv1.TerminationIntent, log zerolog.Logger) error {
+	if hasDisruptedTaint(node) {
+		return nil
+	}
+	if err := e.patchNode(ctx, node.Name, func(n *corev1.Node) {
+		if !hasDisruptedTaint(n) {
+			n.Spec.Taints = append(n.Spec.Taints, karpv1.DisruptedNoScheduleTaint)
+		}
+	}); err != nil {
+		return err
+	}
+	log.Info().Str("node", node.Name).Str("why", in.GetWhy()).Msg("cordoned node")
+	e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_CORDONED, in, node)
+	return nil
+}
+
+func withoutDisrupted(ts []corev1.Taint) []corev1.Taint {
+	var out []corev1.Taint
+	for _, t := range ts {
+		if t.Key != karpv1.DisruptedTaintKey {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (e *executor) patchNode(ctx context.Context, name string, mutate func(*corev1.Node)) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var n corev1.Node
+		if err := e.k.direct.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+			return err
+		}
+		before := n.DeepCopy()
+		mutate(&n)
+		return e.k.direct.Patch(ctx, &n, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("patching node %s: %w", name, err)
+	}
+	return nil
+}
+
+// commit records the intent and the termination deadline on the NodeClaim, makes sure the
+// finalizer holds it, and deletes it: from here on the node goes.
+func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent, log zerolog.Logger) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var nc karpv1.NodeClaim
+		if err := e.k.direct.Get(ctx, client.ObjectKey{Name: claim.Name}, &nc); err != nil {
+			return err
+		}
+		if nc.DeletionTimestamp != nil {
+			return nil
+		}
+		before := nc.DeepCopy()
+		controllerutil.AddFinalizer(&nc, karpv1.TerminationFinalizer)
+		if nc.Annotations == nil {
+			nc.Annotations = map[string]string{}
+		}
+		nc.Annotations[intentAnnotation] = in.GetIntentId()
+		if g := in.GetGracePeriod(); g != nil {
+			nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey] = e.now().Add(g.AsDuration()).UTC().Format(time.RFC3339)
+		}
+		return e.k.direct.Patch(ctx, &nc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("marking nodeclaim %s for termination: %w", claim.Name, err)
+	}
+	if err := e.k.direct.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting nodeclaim %s: %w", claim.Name, err)
+	}
+	log.Info().Str("nodeclaim", claim.Name).Str("reason", reasonName(in.GetReason())).Msg("deleting nodeclaim")
+	return nil
+}
+
+// deadline is when remaining pods are deleted without eviction (zero: never), and when the
+// drain started.
+func (e *executor) deadline(claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent) (deadline, started time.Time) {
+	started = in.GetRequestTime().AsTime()
+	if claim != nil && claim.DeletionTimestamp != nil {
+		started = claim.DeletionTimestamp.Time
+		if ts := claim.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey]; ts != "" {
+			if t, err := time.Parse(time.RFC3339, ts); err == nil {
+				return t, started
+			}
+		}
+		if g := claim.Spec.TerminationGracePeriod; g != nil && in.GetGracePeriod() == nil {
+			return started.Add(g.Duration), started
+		}
+	}
+	if g := in.GetGracePeriod(); g != nil {
+		return in.GetRequestTime().AsTime().Add(g.AsDuration()), started
+	}
+	return time.Time{}, started
+}
+
+// release removes the termination finalizer and deletes the object; either may be gone.
+func (e *executor) release(ctx context.Context, obj client.Object, name string) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.k.direct.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+			return err
+		}
+		if !controllerutil.ContainsFinalizer(obj, karpv1.TerminationFinalizer) {
+			return nil
+		}
+		before := obj.DeepCopyObject().(client.Object)
+		controllerutil.RemoveFinalizer(obj, karpv1.TerminationFinalizer)
+		return e.k.direct.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer from %T %s: %w", obj, name, err)
+	}
+	if err := e.k.direct.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %T %s: %w", obj, name, err)
+	}
+	return nil
+}
+
+// event publishes one node lifecycle step; a failure is only logged.
+func (e *executor) event(ctx context.Context, kind nodesv1.NodeEventKind, in *terminationv1.TerminationIntent, node *corev1.Node) {
+	ev := &nodesv1.NodeEvent{Kind: kind, NodeName: node.Name, NodeClaimName: in.GetNodeClaimName(), ProviderId: node.Spec.ProviderID,
+		InstanceId: instanceID(node.Spec.ProviderID), NodePoolName: in.GetNodePoolName(), EventTime: timestamppb.New(e.now()), Labels: node.Labels}
+	if err := e.bus.Publish(ctx, e.prefix.Of(subject.NodesEvents), ev, ""); err != nil {
+		e.log.Warn().Err(err).Msg("publishing node event")
+	}
+}

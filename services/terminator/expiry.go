@@ -1,0 +1,28 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+)
+
+// expiry decides to terminate a NodeClaim that has lived its expireAfter
+// (ttlSecondsUntilExpired for v1alpha5). A do-not-disrupt pod or node holds it back.
+func expiry(c candidate, now time.Time) (action, bool) {
+	if c.Disrupting || c.ExpireAfter == nil {
+		return action{}, false
+	}
+	ttl := *c.ExpireAfter
+	if now.Before(c.Created.Add(ttl)) {
+		return action{}, false
+	}
+	if c.BlockedBy != "" {
+		return action{Kind: blocked, Candidate: c, Why: "expired node not terminated: " + c.BlockedBy + " is annotated " + karpv1.DoNotDisruptAnnotationKey}, true
+	}
+	in := intentFor(c, commonv1.TerminationReason_TERMINATION_REASON_EXPIRED, now, c.UID+"/expired",
+		fmt.Sprintf("expired %s after creation (expireAfter %s)", now.Sub(c.Created).Round(time.Second), karpv1.FormatDuration(ttl)))
+	return action{Kind: terminate, Candidate: c, Intent: in,
+		Why: fmt.Sprintf("triggering termination for expired node after %s", karpv1.FormatDuration(ttl))}, true
+}

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	interruptionv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/interruption/v1"
+	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
+)
+
+// envelope is the EventBridge event an interruption-queue message carries as its body.
+type envelope struct {
+	Version    string          `json:"version"`
+	ID         string          `json:"id"`
+	DetailType string          `json:"detail-type"`
+	Source     string          `json:"source"`
+	Time       time.Time       `json:"time"`
+	Resources  []string        `json:"resources"`
+	Detail     json.RawMessage `json:"detail"`
+}
+
+// notice is one parsed interruption event. Kind UNSPECIFIED means "not ours": acknowledged
+// and ignored.
+type notice struct {
+	Kind        commonv1.InterruptionKind
+	EventID     string
+	Source      string
+	DetailType  string
+	Time        time.Time
+	InstanceIDs []string
+	State       string // state-change: the new state; spot: the instance-action
+	HealthCode  string // scheduled change: the Health eventTypeCode
+	Act         bool   // drain the instance's node at once
+}
+
+// eventKey selects a parser, as Karpenter matches events: source, detail-type and version.
+type eventKey struct{ source, detailType, version string }
+
+// parsers holds one parser per message kind.
+var parsers = map[eventKey]func(envelope) (notice, error){
+	{"aws.ec2", "EC2 Spot Instance Interruption Warning", "0"}: parseSpotInterruption,
+	{"aws.ec2", "EC2 Instance Rebalance Recommendation", "0"}:  parseRebalance,
+	{"aws.ec2", "EC2 Instance State-change Notification", "0"}: parseStateChange,
+	{"aws.health", "AWS Health Event", "0"}:                    parseScheduledChange,
+}
+
+// parseNotice reads an SQS message body. A malformed body is an error; an event of a kind
+// Fleetwright does not know parses to Kind UNSPECIFIED.
+func parseNotice(body string) (notice, error) {
+	var e envelope
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		return notice{}, fmt.Errorf("decoding event: %w", err)
+	}
+	parse, ok := parsers[eventKey{e.Source, e.DetailType, e.Version}]
+	if !ok {
+		return notice{EventID: e.ID, Source: e.Source, DetailType: e.DetailType, Time: e.Time}, nil
+	}
+	n, err := parse(e)
+	if err != nil {
+		return notice{}, fmt.Errorf("decoding %q event %s: %w", e.DetailType, e.ID, err)
+	}
+	n.EventID, n.Source, n.DetailType, n.Time = e.ID, e.Source, e.DetailType, e.Time
+	return n, nil
+}
+
+func parseSpotInterruption(e envelope) (notice, error) {
+	var d struct {
+		InstanceID     string `json:"instance-id"`
+		InstanceAction string `json:"instance-action"`
+	}
+	if err := decodeDetail(e, &d); err != nil {
+		return notice{}, err
+	}
+	return notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, InstanceIDs: []string{d.InstanceID}, State: d.InstanceAction, Act: true}, nil
+}
+
+func parseRebalance(e envelope) (notice, error) {
+	var d struct {
+		InstanceID string `json:"instance-id"`
+	}
+	if err := decodeDetail(e, &d); err != nil {
+		return notice{}, err
+	}
+	return notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_REBALANCE_RECOMMENDATION, InstanceIDs: []string{d.InstanceID}}, nil
+}
+
+// stoppingStates are the instance states Karpenter drains for.
+var stoppingStates = map[string]bool{"stopping": true, "stopped": true, "shutting-down": true, "terminated": true}
+
+func parseStateChange(e envelope) (notice, error) {
+	var d struct {
+		InstanceID string `json:"instance-id"`
+		State      string `json:"state"`
+	}
+	if err := decodeDetail(e, &d); err != nil {
+		return notice{}, err
+	}
+	return notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE, InstanceIDs: []string{d.InstanceID}, State: d.State, Act: stoppingStates[d.State]}, nil
+}
+
+// parseScheduledChange reads an AWS Health event; only EC2 scheduled changes are ours.
+func parseScheduledChange(e envelope) (notice, error) {
+	var d struct {
+		Service           string `json:"service"`
+		EventTypeCategory string `json:"eventTypeCategory"`
+		EventTypeCode     string `json:"eventTypeCode"`
+		AffectedEntities  []struct {
+			EntityValue string `json:"entityValue"`
+		} `json:"affectedEntities"`
+	}
+	if err := json.Unmarshal(e.Detail, &d); err != nil {
+		return notice{}, fmt.Errorf("decoding detail: %w", err)
+	}
+	if d.Service != "EC2" || d.EventTypeCategory != "scheduledChange" {
+		return notice{}, nil
+	}
+	n := notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SCHEDULED_CHANGE, HealthCode: d.EventTypeCode, Act: true}
+	for _, a := range d.AffectedEntities {
+		if a.EntityValue != "" {
+			n.InstanceIDs = append(n.InstanceIDs, a.EntityValue)
+		}
+	}
+	if len(n.InstanceIDs) == 0 {
+		return notice{}, errors.New("no affected entities")
+	}
+	return n, nil
+}
+
+func decodeDetail(e envelope, into any) error {
+	if err := json.Unmarshal(e.Detail, into); err != nil {
+		return fmt.Errorf("decoding detail: %w", err)
+	}
+	return nil
+}
+
+// kindName is the metric label of a kind: the enum name, lower-cased, without its prefix.
+func kindName(k commonv1.InterruptionKind) string {
+	if k == commonv1.InterruptionKind_INTERRUPTION_KIND_UNSPECIFIED {
+		return "unknown"
+	}
+	return strings.ToLower(strings.TrimPrefix(k.String(), "INTERRUPTION_KIND_"))
+}
+
+// kindSubject is the last token of <prefix>.interruptions.<kind>.
+func kindSubject(k commonv1.InterruptionKind) string {
+	switch k {
+	case commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION:
+		return subject.InterruptionSpot
+	case commonv1.InterruptionKind_INTERRUPTION_KIND_SCHEDULED_CHANGE:
+		return subject.InterruptionScheduled
+	case commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE:
+		return subject.InterruptionStateChange
+	default:
+		return subject.InterruptionRebalance
+	}
+}
+
+// spotNotice is how long AWS gives a spot instance after its interruption warning.
+const spotNotice = 2 * time.Minute
+
+// interruptionIntent is the decision a notice leads to for one node. The grace period of a
+// spot interruption is the time left before AWS reclaims the instance.
+func interruptionIntent(n notice, c claimRef, now time.Time) *terminationv1.TerminationIntent {
+	in := &terminationv1.TerminationIntent{
+		IntentId: c.UID + "/interrupted", NodeClaimName: c.Name, NodeName: c.NodeName, InstanceId: c.InstanceID,
+		ProviderId: c.ProviderID, NodePoolName: c.Pool, Reason: commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED,
+		RequestTime: timestamppb.New(now), InterruptionEventId: n.EventID,
+		Why: fmt.Sprintf("%s %s for %s", n.DetailType, n.EventID, c.InstanceID),
+	}
+	if n.State != "" {
+		in.Why += " (" + n.State + ")"
+	}
+	if n.Kind == commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION && !n.Time.IsZero() {
+		left := n.Time.Add(spotNotice).Sub(now)
+		if left < 0 {
+			left = 0
+		}
+		in.GracePeriod = durationpb.New(left)
+	} else if c.Grace != nil {
+		in.GracePeriod = durationpb.New(*c.Grace)
+	}
+	return in
+}
+
+// publisher is the durable publish the poller and the decision loop need; *bus.Conn
+// satisfies it (Publish returns after JetStream acknowledged the message).
+type publisher interface {
+	Publish(ctx context.Context, subj string, msg proto.Message, msgID string) error
+}
+
+// poller reads the interruption queue and turns each message into InterruptionEvents and,
+// for the kinds that call for it, TerminationIntents. Several replicas may poll one queue: a
+// message is invisible to the others while one handles it, and the ids make a duplicate
+// harmless.
+type poller struct {
+	sqs      SQSAPI
+	queue    string // name or URL
+	wait     time.Duration
+	bus      publisher
+	prefix   subject.Prefix
+	claims   func(instanceID string) (claimRef, bool)
+	log      zerolog.Logger
+	metrics  *metrics
+	now      func() time.Time
+	queueURL string
+}
+
+// resolveQueue turns a queue name into its URL.
+func (p *poller) resolveQueue(ctx context.Context) error {
+	if strings.HasPrefix(p.queue, "http://") || strings.HasPrefix(p.queue, "https://") {
+		p.queueURL = p.queue
+		return nil
+	}
+	out, err := p.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(p.queue)})
+	if err != nil {
+		return fmt.Errorf("finding interruption queue %s: %w", p.queue, err)
+	}
+	p.queueURL = aws.ToString(out.QueueUrl)
+	return nil
+}
+
+// run long-polls the queue until ctx ends.
+func (p *poller) run(ctx context.Context) error {
+	for p.queueURL == "" {
+		err := p.resolveQueue(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.log.Warn().Err(err).Msg("interruption queue not reachable; retrying")
+		sleepCtx(ctx, 5*time.Second)
+	}
+	p.log.Info().Str("queue", p.queueURL).Msg("polling interruption queue")
+	for ctx.Err() == nil {
+		out, err := p.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(p.queueURL), MaxNumberOfMessages: 10, VisibilityTimeout: 30,
+			WaitTimeSeconds: int32(p.wait / time.Second), MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"SentTimestamp"},
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				p.log.Warn().Err(err).Msg("receiving interruption messages")
+				sleepCtx(ctx, 2*time.Second)
+			}
+			continue
+		}
+		for _, m := range out.Messages {
+			p.handle(ctx, m)
+		}
+	}
+	return nil
+}
+
+// handle publishes what one message means and deletes it once that is durable. If a publish
+// fails the message stays, and comes back after its visibility timeout.
+func (p *poller) handle(ctx context.Context, m sqstypes.Message) {
+	received := p.now()
+	log := p.log.With().Str("sqs_message", aws.ToString(m.MessageId)).Logger()
+	n, err := parseNotice(aws.ToString(m.Body))
+	switch {
+	case err != nil:
+		p.metrics.interruptions.WithLabelValues("malformed").Inc()
+		log.Warn().Err(err).Msg("ignoring malformed interruption message")
+	case n.Kind == commonv1.InterruptionKind_INTERRUPTION_KIND_UNSPECIFIED:
+		p.metrics.interruptions.WithLabelValues("unknown").Inc()
+		log.Info().Str("source", n.Source).Str("detail_type", n.DetailType).Msg("ignoring interruption message of unknown kind")
+	default:
+		p.metrics.interruptions.WithLabelValues(kindName(n.Kind)).Inc()
+		if err := p.publish(ctx, n, aws.ToString(m.MessageId), received, log); err != nil {
+			log.Error().Err(err).Msg("publishing interruption; the message stays queued")
+			return
+		}
+	}
+	if _, err := p.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(p.queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
+		log.Warn().Err(err).Msg("deleting interruption message")
+	}
+}
+
+func (p *poller) publish(ctx context.Context, n notice, messageID string, received time.Time, log zerolog.Logger) error {
+	for _, id := range n.InstanceIDs {
+		c, known := p.claims(id)
+		ev := &interruptionv1.InterruptionEvent{Kind: n.Kind, InstanceId: id, SqsMessageId: messageID, EventId: n.EventID,
+			EventTime: timestamppb.New(n.Time), Source: n.Source, DetailType: n.DetailType, State: n.State,
+			HealthEventTypeCode: n.HealthCode, NodeName: c.NodeName, NodeClaimName: c.Name, ReceiveTime: timestamppb.New(received)}
+		if err := p.bus.Publish(ctx, p.prefix.Interruptions(kindSubject(n.Kind)), ev, n.EventID+"/"+id); err != nil {
+			return fmt.Errorf("publishing interruption event: %w", err)
+		}
+		l := log.With().Str("kind", kindName(n.Kind)).Str("instance", id).Str("event", n.EventID).Logger()
+		switch {
+		case !known:
+			l.Info().Msg("interruption for an instance that is not one of our nodes; recorded")
+		case !n.Act:
+			l.Info().Str("node", c.NodeName).Str("state", n.State).Msg("recorded interruption event; no action")
+		default:
+			in := interruptionIntent(n, c, p.now())
+			if err := p.bus.Publish(ctx, p.prefix.Of(subject.TerminationsIntents), in, in.GetIntentId()); err != nil {
+				return fmt.Errorf("publishing termination intent: %w", err)
+			}
+			p.metrics.decisions.WithLabelValues(reasonName(in.GetReason())).Inc()
+			l.Info().Str("node", c.NodeName).Str("nodeclaim", c.Name).Msg("initiating termination for interruption")
+		}
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

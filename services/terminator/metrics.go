@@ -1,0 +1,31 @@
+package main
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	terminated    *prometheus.CounterVec
+	outcomes      *prometheus.CounterVec
+	drain         *prometheus.HistogramVec
+	evictions     *prometheus.CounterVec
+	interruptions *prometheus.CounterVec
+	decisions     *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		terminated: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_nodes_terminated_total",
+			Help: "Nodes whose instance was terminated and whose Node and NodeClaim were deleted, by reason and pool."}, []string{"reason", "nodepool"}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_intents_finished_total",
+			Help: "Termination intents carried out, by reason and outcome (terminated, already_gone, abandoned)."}, []string{"reason", "outcome"}),
+		drain: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fleetwright_terminator_drain_seconds",
+			Help: "Time from cordon until the node held no evictable pods, by reason.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 12)}, []string{"reason"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_evictions_total",
+			Help: "Eviction API calls by outcome: evicted, retried (429, a PodDisruptionBudget said no), error, forced (deleted after the grace period)."}, []string{"outcome"}),
+		interruptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_interruption_messages_total",
+			Help: "SQS interruption messages by kind (spot_interruption, rebalance_recommendation, scheduled_change, state_change, unknown)."}, []string{"kind"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_decisions_total",
+			Help: "Termination intents published, by reason."}, []string{"reason"}),
+	}
+	reg.MustRegister(m.terminated, m.outcomes, m.drain, m.evictions, m.interruptions, m.decisions)
+	return m
+}

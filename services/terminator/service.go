@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/service"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+)
+
+func run(ctx context.Context, args []string) error {
+	cfg, err := parseConfig(args)
+	if err != nil {
+		return err
+	}
+	rt, err := service.Start(ctx, service.Options{Name: "terminator", Common: cfg.Common, Kube: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), service.CloseTimeout)
+		defer cancel()
+		rt.Close(cctx)
+	}()
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region))
+	if err != nil {
+		return fmt.Errorf("loading AWS configuration: %w", err)
+	}
+	k, err := newKube(ctx, rt)
+	if err != nil {
+		return err
+	}
+	m := newMetrics(rt.Registry)
+	ex := &executor{k: k, cs: rt.Kube, ec2: ec2.NewFromConfig(awsCfg), bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now}
+	d := &decider{k: k, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, blockedLogged: map[string]bool{}}
+
+	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("queue", cfg.InterruptionQueue).Int("workers", cfg.Workers).Bool("v1alpha5", k.legacy).Msg("terminating nodes")
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return every(gctx, cfg.Interval, func() {
+			if err := d.pass(gctx); err != nil && gctx.Err() == nil {
+				rt.Log.Warn().Err(err).Msg("deciding terminations")
+			}
+		})
+	})
+	if cfg.InterruptionQueue != "-" {
+		p := &poller{sqs: sqs.NewFromConfig(awsCfg), queue: cfg.InterruptionQueue, wait: cfg.SQSWait, bus: rt.Bus, prefix: rt.Bus.Prefix(),
+			claims: func(id string) (claimRef, bool) { return k.claimForInstance(gctx, id) }, log: rt.Log, metrics: m, now: time.Now}
+		g.Go(func() error { return p.run(gctx) })
+	}
+	for i := 0; i < cfg.Workers; i++ {
+		g.Go(func() error {
+			return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{
+				Durable: "terminator", Subject: rt.Bus.Prefix().Of(subject.TerminationsIntents),
+				AckWait: cfg.IntentAckWait, MaxDeliver: -1, Batch: 1,
+				NakDelays: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second},
+			}, ex.handle)
+		})
+	}
+	return g.Wait()
+}
+
+// decider runs the decision stages over the cluster and acts on their answers. Every replica
+// may run it: the emptiness timestamp lives on the Node and intent ids are deterministic
+// (<nodeclaim-uid>/<reason>[/<emptiness timestamp>]), so JetStream drops a repeated decision.
+type decider struct {
+	k             *kube
+	bus           publisher
+	prefix        subject.Prefix
+	log           zerolog.Logger
+	metrics       *metrics
+	now           func() time.Time
+	blockedLogged map[string]bool
+}
+
+func (d *decider) pass(ctx context.Context) error {
+	now := d.now()
+	cands, err := d.k.candidates(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.k.ensureFinalizers(ctx, cands); err != nil {
+		return err
+	}
+	for _, a := range decide(cands, now) {
+		c := a.Candidate
+		log := d.log.With().Str("nodeclaim", c.Name).Str("node", c.NodeName).Str("nodepool", c.Pool).Logger()
+		switch a.Kind {
+		case markEmpty:
+			if d.annotateEmpty(ctx, c.NodeName, now.UTC().Format(time.RFC3339)) {
+				ttl := time.Duration(0)
+				if c.EmptyAfter != nil {
+					ttl = *c.EmptyAfter
+				}
+				log.Info().Dur("ttl", ttl).Msg(a.Why)
+			}
+		case unmarkEmpty:
+			if d.annotateEmpty(ctx, c.NodeName, "") {
+				log.Info().Msg("removed emptiness TTL from node")
+			}
+		case blocked:
+			if key := c.UID + a.Why; !d.blockedLogged[key] {
+				d.blockedLogged[key] = true
+				log.Info().Msg(a.Why)
+			}
+		case terminate:
+			if err := d.bus.Publish(ctx, d.prefix.Of(subject.TerminationsIntents), a.Intent, a.Intent.GetIntentId()); err != nil {
+				return fmt.Errorf("publishing termination intent: %w", err)
+			}
+			d.logDecision(a, log)
+		}
+	}
+	manual, err := d.k.deletedByOthers(ctx, now)
+	if err != nil {
+		return err
+	}
+	for _, in := range manual {
+		if err := d.bus.Publish(ctx, d.prefix.Of(subject.TerminationsIntents), in, in.GetIntentId()); err != nil {
+			return fmt.Errorf("publishing termination intent: %w", err)
+		}
+		d.logDecision(action{Intent: in, Why: in.GetWhy()}, d.log.With().Str("nodeclaim", in.GetNodeClaimName()).Str("node", in.GetNodeName()).Logger())
+	}
+	return nil
+}
+
+// logDecision logs a decision once per intent id: the pass repeats it until the executor
+// taints the node, and JetStream drops the repeats.
+func (d *decider) logDecision(a action, log zerolog.Logger) {
+	if d.blockedLogged[a.Intent.GetIntentId()] {
+		return
+	}
+	d.blockedLogged[a.Intent.GetIntentId()] = true
+	d.metrics.decisions.WithLabelValues(reasonName(a.Intent.GetReason())).Inc()
+	log.Info().Str("intent", a.Intent.GetIntentId()).Str("why", a.Intent.GetWhy()).Msg(a.Why)
+}
+
+// annotateEmpty sets (or, with "", removes) the node's emptiness timestamp, unless another
+// replica changed the node first. It reports whether it wrote.
+func (d *decider) annotateEmpty(ctx context.Context, node, value string) bool {
+	var n corev1.Node
+	if err := d.k.direct.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
+		return false
+	}
+	if cur := n.Annotations[emptinessAnnotation]; (cur == "") == (value == "") {
+		return false // already as asked, or another replica set its own timestamp
+	}
+	before := n.DeepCopy()
+	if value == "" {
+		delete(n.Annotations, emptinessAnnotation)
+	} else {
+		if n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		n.Annotations[emptinessAnnotation] = value
+	}
+	err := d.k.direct.Patch(ctx, &n, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+	if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		d.log.Warn().Err(err).Str("node", node).Msg("updating emptiness timestamp")
+	}
+	return err == nil
+}
+
+// every runs f now and then every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) error {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		f()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
