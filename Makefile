@@ -25,7 +25,7 @@ cluster-bin: ## etcd, kube-*, kubectl and kwok built once into ~/.cache/fleetwri
 	go run ./tools/stack build
 
 # The services make up runs; a service joins the list once it does something.
-STACK_SERVICES ?= pod-watcher scheduler launcher
+STACK_SERVICES ?= pod-watcher scheduler launcher terminator
 
 stack-bin:
 	@mkdir -p $(BIN)

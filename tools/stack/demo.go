@@ -24,9 +24,10 @@ import (
 	"github.com/fleetwright/fleetwright/tools/localcluster"
 )
 
-// demo brings the stack up and plays the getting-started scale-up with the example NodePool
+// demo brings the stack up and plays the getting-started scenario with the example NodePool
 // and EC2NodeClass: inflate 0 → 5, showing pods pending → nodeclaims → instances → nodes
-// ready → pods running, with the time each step took.
+// ready → pods running, then 5 → 0, showing the empty nodes cordoned, terminated and deleted,
+// with the time each step took.
 func demo(ctx context.Context, cfg config) error {
 	if err := up(ctx, cfg); err != nil {
 		return err
@@ -117,7 +118,7 @@ func demo(ctx context.Context, cfg config) error {
 		}},
 	}
 	for _, s := range steps {
-		if err := waitStep(ctx, s.what, s.cond, start, timeout); err != nil {
+		if err := waitStep(ctx, s.what, s.cond, start, timeout, "scale-up"); err != nil {
 			return err
 		}
 	}
@@ -127,13 +128,87 @@ func demo(ctx context.Context, cfg config) error {
 	_ = kubectl("get", "nodeclaims", "-o", "wide")
 	fmt.Println()
 	_ = kubectl("get", "nodes", "-L", "karpenter.sh/nodepool,karpenter.sh/capacity-type,node.kubernetes.io/instance-type,topology.kubernetes.io/zone")
-	reportLatency(ctx, batches(), emuclient.New("http://"+awsemuAddr))
+	emu := emuclient.New("http://" + awsemuAddr)
+	reportLatency(ctx, batches(), emu)
+
+	fmt.Println("\n== demo: the scale-down ==")
+	fmt.Println("(the example pool waits consolidateAfter: 10m before removing an empty node; the demo sets 20s)")
+	if err := kubectl("patch", "nodepool", "default", "--type", "merge", "-p", `{"spec":{"disruption":{"consolidateAfter":"20s"}}}`); err != nil {
+		return err
+	}
+	start = time.Now()
+	if err := kubectl("scale", "deployment", "inflate", "--replicas", "0"); err != nil {
+		return err
+	}
+	running := func() int {
+		insts, err := emu.Instances(ctx)
+		if err != nil {
+			return -1
+		}
+		n := 0
+		for _, i := range insts {
+			if i.State == "running" || i.State == "pending" {
+				n++
+			}
+		}
+		return n
+	}
+	nodes := func(pred func(corev1.Node) bool) int {
+		var list corev1.NodeList
+		if kube.List(ctx, &list, client.HasLabels{karpv1.NodePoolLabelKey}) != nil {
+			return -1
+		}
+		n := 0
+		for _, node := range list.Items {
+			if pred(node) {
+				n++
+			}
+		}
+		return n
+	}
+	down := []struct {
+		what string
+		cond func() (string, bool)
+	}{
+		{"pods gone", func() (string, bool) {
+			n := pods(func(corev1.Pod) bool { return true })
+			return fmt.Sprintf("%d inflate pod(s) left", n), n == 0
+		}},
+		{"empty nodes cordoned", func() (string, bool) {
+			n := nodes(func(node corev1.Node) bool { return disrupted(node) })
+			total := nodes(func(corev1.Node) bool { return true })
+			return fmt.Sprintf("%d/%d node(s) tainted karpenter.sh/disrupted", n, total), total == 0 || n > 0
+		}},
+		{"instances terminated", func() (string, bool) {
+			n := running()
+			return fmt.Sprintf("%d instance(s) running", n), n == 0
+		}},
+		{"nodes and claims gone", func() (string, bool) {
+			n := nodes(func(corev1.Node) bool { return true })
+			c, _ := claims(func(karpv1.NodeClaim) bool { return true })
+			return fmt.Sprintf("%d node(s), %d nodeclaim(s)", n, c), n == 0 && c == 0
+		}},
+	}
+	for _, s := range down {
+		if err := waitStep(ctx, s.what, s.cond, start, timeout, "scale-down"); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\nEmpty nodes removed %.1fs after the scale-down (20s of it is consolidateAfter).\n", time.Since(start).Seconds())
 	fmt.Printf("\nThe stack stays up: `. %s`, then kubectl, or `go run ./tools/tap` to watch the bus; `make down` stops it.\n", cfg.envFile())
-	fmt.Println("(Scale-down — empty nodes removed — arrives with the terminator.)")
 	return nil
 }
 
-func waitStep(ctx context.Context, what string, cond func() (string, bool), start time.Time, timeout time.Duration) error {
+func disrupted(n corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == karpv1.DisruptedTaintKey {
+			return true
+		}
+	}
+	return n.Spec.Unschedulable
+}
+
+func waitStep(ctx context.Context, what string, cond func() (string, bool), start time.Time, timeout time.Duration, since string) error {
 	t0 := time.Now()
 	last := ""
 	for {
@@ -143,7 +218,7 @@ func waitStep(ctx context.Context, what string, cond func() (string, bool), star
 			last = msg
 		}
 		if ok {
-			fmt.Printf("✓ %-20s +%5.1fs   (%.1fs since scale-up)\n", what, time.Since(t0).Seconds(), time.Since(start).Seconds())
+			fmt.Printf("✓ %-22s +%5.1fs   (%.1fs since %s)\n", what, time.Since(t0).Seconds(), time.Since(start).Seconds(), since)
 			return nil
 		}
 		if time.Since(t0) > timeout {
