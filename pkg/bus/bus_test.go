@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -517,4 +518,45 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 		}
 	}
 	return 0
+}
+
+// The consumer's lag — messages not yet delivered — and its unacknowledged messages are
+// exported as gauges.
+func TestConsumerLagIsExported(t *testing.T) {
+	e := newEnv(t)
+	c := e.connect(t, "lag")
+	subj := e.prefix.Of(subject.NodesEvents)
+	for i := range 5 {
+		require.NoError(t, c.Publish(context.Background(), subj, str(fmt.Sprint("node-", i)), fmt.Sprint("lag-", i)))
+	}
+	release := make(chan struct{})
+	stop := runConsumer(t, func(ctx context.Context) error {
+		return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "lagging", Subject: subj, Batch: 1},
+			func(context.Context, *wrapperspb.StringValue, bus.Delivery) error { <-release; return nil })
+	})
+	defer func() { close(release); _ = stop() }()
+	require.Eventually(t, func() bool {
+		lag := gaugeValue(t, e.registry, "fleetwright_bus_consumer_lag_messages", "lagging")
+		pending := gaugeValue(t, e.registry, "fleetwright_bus_consumer_ack_pending_messages", "lagging")
+		return lag+pending == 5 && lag >= 4
+	}, 10*time.Second, 20*time.Millisecond, "5 messages waiting, at most one of them delivered")
+}
+
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name, consumer string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "consumer" && lp.GetValue() == consumer {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }

@@ -79,6 +79,7 @@ func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, h
 		return fmt.Errorf("consuming %s: %w", spec.Subject, err)
 	}
 	w := &worker[T]{conn: c, spec: spec, handler: handler, log: c.log.With().Str("consumer", spec.Durable).Logger()}
+	go c.watchLag(ctx, cons, spec.Durable)
 	base := context.WithoutCancel(ctx)
 	for ctx.Err() == nil {
 		batch, err := cons.Fetch(spec.Batch, jetstream.FetchMaxWait(spec.FetchWait))
@@ -233,4 +234,24 @@ func decode[T proto.Message](msg jetstream.Msg) (T, error) {
 		return zero, fmt.Errorf("decoding %s: %w", want, err)
 	}
 	return v, nil
+}
+
+// lagInterval is how often a consumer's lag is read from the server.
+const lagInterval = 10 * time.Second
+
+// watchLag keeps the consumer lag gauges current while the consumer runs.
+func (c *Conn) watchLag(ctx context.Context, cons jetstream.Consumer, durable string) {
+	t := time.NewTicker(lagInterval)
+	defer t.Stop()
+	for {
+		if info, err := cons.Info(ctx); err == nil {
+			c.metrics.lag.WithLabelValues(durable).Set(float64(info.NumPending))
+			c.metrics.ackWait.WithLabelValues(durable).Set(float64(info.NumAckPending))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

@@ -22,6 +22,8 @@ type metrics struct {
 	published *prometheus.CounterVec   // subject, result
 	handle    *prometheus.HistogramVec // subject
 	requests  *prometheus.CounterVec   // subject, result
+	lag       *prometheus.GaugeVec     // consumer: messages not yet delivered
+	ackWait   *prometheus.GaugeVec     // consumer: delivered, not yet acknowledged
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -43,8 +45,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fleetwright_bus_requests_total",
 			Help: "Request/reply calls served, by subject and result (ok, error).",
 		}, []string{"subject", "result"}),
+		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleetwright_bus_consumer_lag_messages",
+			Help: "JetStream consumer lag: messages in the stream not yet delivered to the durable consumer.",
+		}, []string{"consumer"}),
+		ackWait: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleetwright_bus_consumer_ack_pending_messages",
+			Help: "Messages delivered to the durable consumer and not yet acknowledged.",
+		}, []string{"consumer"}),
 	}
 	var err error
+	if m.lag, err = register(reg, m.lag); err != nil {
+		return nil, err
+	}
+	if m.ackWait, err = register(reg, m.ackWait); err != nil {
+		return nil, err
+	}
 	m.messages, err = register(reg, m.messages)
 	if err != nil {
 		return nil, err
