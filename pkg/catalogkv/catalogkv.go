@@ -28,8 +28,9 @@ const (
 	typePrefix = "types."
 )
 
-// Publish writes the catalog: meta, every type whose value changed, and deletes of types no
-// longer offered. It returns how many type keys it wrote or deleted.
+// Publish writes the catalog: every type whose value changed, deletes of types no longer
+// offered, then meta — last, so that a watcher that has seen meta has seen every type before
+// it. It returns how many type keys it wrote or deleted.
 func Publish(ctx context.Context, kv jetstream.KeyValue, cat *catalogv1.Catalog) (int, error) {
 	existing := map[string]bool{}
 	keys, err := kv.ListKeys(ctx)
@@ -147,15 +148,17 @@ func (w *Watcher) apply(e jetstream.KeyValueEntry) {
 	}
 }
 
-// ErrEmpty says no catalog has been published yet.
+// ErrEmpty says no complete catalog has been published yet.
 var ErrEmpty = errors.New("no instance catalog published yet (the launcher publishes it)")
 
 // Catalog returns the current catalog, types sorted by name, and a version that changes with
-// every update (for caching what is derived from it).
+// every update (for caching what is derived from it). Until the bucket's initial values are
+// read and a meta entry is seen — Publish writes it after every type — it returns ErrEmpty, so
+// nobody packs against half a catalog.
 func (w *Watcher) Catalog() (*catalogv1.Catalog, uint64, error) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
-	if len(w.types) == 0 {
+	if !w.ready || w.meta == nil || len(w.types) == 0 {
 		return nil, w.version, ErrEmpty
 	}
 	out := &catalogv1.Catalog{}

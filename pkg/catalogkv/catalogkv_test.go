@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
 	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
@@ -41,7 +42,10 @@ func TestPublishAndWatch(t *testing.T) {
 	n, err := Publish(ctx, kv, &catalogv1.Catalog{Region: "us-east-1", InstanceTypes: []*catalogv1.InstanceType{it("m5.large", 0.096), it("c5.large", 0.085)}})
 	require.NoError(t, err)
 	assert.Equal(t, 2, n)
-	require.Eventually(t, func() bool { c, _, err := w.Catalog(); return err == nil && len(c.InstanceTypes) == 2 && c.Region == "us-east-1" }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool {
+		c, _, err := w.Catalog()
+		return err == nil && len(c.InstanceTypes) == 2 && c.Region == "us-east-1"
+	}, 5*time.Second, 10*time.Millisecond)
 	c, _, _ := w.Catalog()
 	assert.Equal(t, "c5.large", c.InstanceTypes[0].Name, "sorted by name")
 
@@ -64,4 +68,32 @@ func TestPublishAndWatch(t *testing.T) {
 	require.Eventually(t, func() bool { return w.Errors() == 1 }, 5*time.Second, 10*time.Millisecond)
 	c, _, _ = w.Catalog()
 	assert.Len(t, c.InstanceTypes, 1)
+}
+
+// A catalog whose meta has not been written yet (a first publish under way) is not handed out.
+func TestWatcherWaitsForACompleteCatalog(t *testing.T) {
+	srv := bustest.RunServer(t)
+	nc, err := nats.Connect(srv.ClientURL())
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "fleetwright-catalog"})
+	require.NoError(t, err)
+	b, err := proto.Marshal(it("m5.large", 0.096))
+	require.NoError(t, err)
+	_, err = kv.Put(ctx, "types.m5.large", b) // a publish cut short before meta
+	require.NoError(t, err)
+
+	w, err := Watch(ctx, kv)
+	require.NoError(t, err)
+	<-w.Ready()
+	_, _, err = w.Catalog()
+	assert.ErrorIs(t, err, ErrEmpty, "no meta yet: the catalog may be partial")
+
+	_, err = Publish(ctx, kv, &catalogv1.Catalog{Region: "us-east-1", InstanceTypes: []*catalogv1.InstanceType{it("m5.large", 0.096), it("c5.large", 0.085)}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { c, _, err := w.Catalog(); return err == nil && len(c.InstanceTypes) == 2 }, 5*time.Second, 10*time.Millisecond)
 }

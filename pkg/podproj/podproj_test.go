@@ -92,7 +92,10 @@ func (v volumes) Claim(ns, name string) (*corev1.PersistentVolumeClaim, bool) {
 	c, ok := v.claims[ns+"/"+name]
 	return c, ok
 }
-func (v volumes) Volume(name string) (*corev1.PersistentVolume, bool) { p, ok := v.pvs[name]; return p, ok }
+func (v volumes) Volume(name string) (*corev1.PersistentVolume, bool) {
+	p, ok := v.pvs[name]
+	return p, ok
+}
 func (v volumes) StorageClass(name string) (*storagev1.StorageClass, bool) {
 	c, ok := v.classes[name]
 	return c, ok

@@ -169,6 +169,13 @@ func (rt *Runtime) Close(ctx context.Context) {
 	rt.Log.Info().Msg("stopped")
 }
 
+// Shutdown closes the runtime within CloseTimeout; services defer it right after Start.
+func (rt *Runtime) Shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), CloseTimeout)
+	defer cancel()
+	rt.Close(ctx)
+}
+
 // Main runs a service: SIGINT/SIGTERM cancel the context run gets, and an error ends the
 // process with one line on stderr and exit code 1.
 func Main(name string, run func(ctx context.Context, args []string) error) {

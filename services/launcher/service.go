@@ -29,11 +29,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), service.CloseTimeout)
-		defer cancel()
-		rt.Close(cctx)
-	}()
+	defer rt.Shutdown()
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region))
 	if err != nil {
 		return fmt.Errorf("loading AWS configuration: %w", err)

@@ -10,13 +10,10 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -38,11 +35,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), service.CloseTimeout)
-		defer cancel()
-		rt.Close(cctx)
-	}()
+	defer rt.Shutdown()
 	w, err := newWatcher(cfg, rt)
 	if err != nil {
 		return err
@@ -58,7 +51,7 @@ type watcher struct {
 
 	pods       cache.SharedIndexInformer
 	nodeClaims cache.SharedIndexInformer
-	volumes    volumeListers
+	volumes    podproj.Listers
 	factories  []interface{ Start(<-chan struct{}) }
 	synced     []cache.InformerSynced
 
@@ -78,7 +71,7 @@ func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 	w.pods = unbound.Core().V1().Pods().Informer()
 	all := informers.NewSharedInformerFactory(rt.Kube, 0)
 	claims, pvs, classes := all.Core().V1().PersistentVolumeClaims(), all.Core().V1().PersistentVolumes(), all.Storage().V1().StorageClasses()
-	w.volumes = volumeListers{claims: claims.Lister(), pvs: pvs.Lister(), classes: classes.Lister()}
+	w.volumes = podproj.Listers{Claims: claims.Lister(), Volumes: pvs.Lister(), Classes: classes.Lister()}
 	meta, err := metadata.NewForConfig(rt.RESTConfig)
 	if err != nil {
 		return nil, fmt.Errorf("creating metadata client: %w", err)
@@ -240,28 +233,6 @@ func (w *watcher) requeue(batch *podsv1.PendingPodBatch) {
 	for _, p := range batch.Pods {
 		w.batcher.add(p, w.now())
 	}
-}
-
-// volumeListers answers podproj.VolumeLookup from informer caches.
-type volumeListers struct {
-	claims  corelisters.PersistentVolumeClaimLister
-	pvs     corelisters.PersistentVolumeLister
-	classes storagelisters.StorageClassLister
-}
-
-func (v volumeListers) Claim(ns, name string) (*corev1.PersistentVolumeClaim, bool) {
-	c, err := v.claims.PersistentVolumeClaims(ns).Get(name)
-	return c, err == nil
-}
-
-func (v volumeListers) Volume(name string) (*corev1.PersistentVolume, bool) {
-	pv, err := v.pvs.Get(name)
-	return pv, err == nil
-}
-
-func (v volumeListers) StorageClass(name string) (*storagev1.StorageClass, bool) {
-	c, err := v.classes.Get(name)
-	return c, err == nil
 }
 
 type metrics struct {

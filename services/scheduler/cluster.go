@@ -39,7 +39,7 @@ type cluster struct {
 
 	pods, nodes, daemonSets                                     cache.SharedIndexInformer
 	nodePools, nodeClaims, nodeClasses, provisioners, templates cache.SharedIndexInformer
-	volumes                                                     volumeListers
+	volumes                                                     podproj.Listers
 
 	factories []interface{ Start(<-chan struct{}) }
 	synced    []cache.InformerSynced
@@ -68,7 +68,7 @@ func newCluster(rt runtimeClients) (*cluster, error) {
 	c.nodes = core.Core().V1().Nodes().Informer()
 	c.daemonSets = core.Apps().V1().DaemonSets().Informer()
 	claims, pvs, classes := core.Core().V1().PersistentVolumeClaims(), core.Core().V1().PersistentVolumes(), core.Storage().V1().StorageClasses()
-	c.volumes = volumeListers{claims: claims.Lister(), pvs: pvs.Lister(), classes: classes.Lister()}
+	c.volumes = podproj.Listers{Claims: claims.Lister(), Volumes: pvs.Lister(), Classes: classes.Lister()}
 
 	dyn := dynamicinformer.NewDynamicSharedInformerFactory(rt.dyn, 0)
 	c.nodePools = dyn.ForResource(nodePoolsGVR).Informer()

@@ -2,9 +2,6 @@ package main
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	storagev1 "k8s.io/api/storage/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	storagelisters "k8s.io/client-go/listers/storage/v1"
 
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
@@ -114,26 +111,4 @@ func daemonSetPod(ns, name string, tmpl corev1.PodTemplateSpec, vols podproj.Vol
 	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
 	pod.Namespace, pod.Name = ns, name
 	return corePod(podproj.Project(pod, vols))
-}
-
-// volumeListers answers podproj.VolumeLookup from informer caches.
-type volumeListers struct {
-	claims  corelisters.PersistentVolumeClaimLister
-	pvs     corelisters.PersistentVolumeLister
-	classes storagelisters.StorageClassLister
-}
-
-func (v volumeListers) Claim(ns, name string) (*corev1.PersistentVolumeClaim, bool) {
-	c, err := v.claims.PersistentVolumeClaims(ns).Get(name)
-	return c, err == nil
-}
-
-func (v volumeListers) Volume(name string) (*corev1.PersistentVolume, bool) {
-	pv, err := v.pvs.Get(name)
-	return pv, err == nil
-}
-
-func (v volumeListers) StorageClass(name string) (*storagev1.StorageClass, bool) {
-	c, err := v.classes.Get(name)
-	return c, err == nil
 }

@@ -30,11 +30,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), service.CloseTimeout)
-		defer cancel()
-		rt.Close(cctx)
-	}()
+	defer rt.Shutdown()
 	s, err := newScheduler(ctx, cfg, rt)
 	if err != nil {
 		return err
