@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,8 +23,6 @@ import (
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
-
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // errStillDraining ends a delivery whose drain is not finished; the intent is redelivered and
@@ -126,7 +127,11 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 
 	if node != nil {
 		deadline, started := e.deadline(claim, in)
-		done, err := e.drain(ctx, node.Name, deadline, budget, &res.drainStats, log)
+		dctx, span := tracer.Start(ctx, "terminator.drain", trace.WithAttributes(attribute.String("fleetwright.node", node.Name),
+			attribute.String("fleetwright.reason", reasonName(in.GetReason()))))
+		done, err := e.drain(dctx, node.Name, deadline, budget, &res.drainStats, log)
+		span.SetAttributes(attribute.Bool("fleetwright.drained", done))
+		endSpan(span, err)
 		if err != nil {
 			return res, err
 		}
@@ -137,7 +142,10 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 		log.Info().Str("node", node.Name).Dur("took", res.Drain).Msg("drained node")
 		e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DRAINED, in, node)
 	}
-	if err := terminateInstance(ctx, e.ec2, res.Instance); err != nil {
+	tctx, span := tracer.Start(ctx, "terminator.terminate-instance", trace.WithAttributes(attribute.String("fleetwright.instance_id", res.Instance)))
+	err = terminateInstance(tctx, e.ec2, res.Instance)
+	endSpan(span, err)
+	if err != nil {
 		return res, err
 	}
 	log.Info().Str("instance", res.Instance).Msg("terminated instance")

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -271,7 +273,11 @@ func (p *poller) run(ctx context.Context) error {
 func (p *poller) handle(ctx context.Context, m sqstypes.Message) {
 	received := p.now()
 	log := p.log.With().Str("sqs_message", aws.ToString(m.MessageId)).Logger()
+	// The trace of an interruption starts here and follows its intent through the drain.
+	ctx, span := tracer.Start(ctx, "terminator.interruption", trace.WithAttributes(attribute.String("fleetwright.sqs_message_id", aws.ToString(m.MessageId))))
+	defer span.End()
 	n, err := parseNotice(aws.ToString(m.Body))
+	span.SetAttributes(attribute.String("fleetwright.interruption_kind", kindName(n.Kind)), attribute.StringSlice("fleetwright.instance_ids", n.InstanceIDs))
 	switch {
 	case err != nil:
 		p.metrics.interruptions.WithLabelValues("malformed").Inc()

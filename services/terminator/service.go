@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,6 +19,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
+	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
 
 func run(ctx context.Context, args []string) error {
@@ -111,8 +114,8 @@ func (d *decider) pass(ctx context.Context) error {
 				log.Info().Msg(a.Why)
 			}
 		case terminate:
-			if err := d.bus.Publish(ctx, d.prefix.Of(subject.TerminationsIntents), a.Intent, a.Intent.GetIntentId()); err != nil {
-				return fmt.Errorf("publishing termination intent: %w", err)
+			if err := d.publishDecision(ctx, a.Intent); err != nil {
+				return err
 			}
 			d.logDecision(a, log)
 		}
@@ -122,10 +125,26 @@ func (d *decider) pass(ctx context.Context) error {
 		return err
 	}
 	for _, in := range manual {
-		if err := d.bus.Publish(ctx, d.prefix.Of(subject.TerminationsIntents), in, in.GetIntentId()); err != nil {
-			return fmt.Errorf("publishing termination intent: %w", err)
+		if err := d.publishDecision(ctx, in); err != nil {
+			return err
 		}
 		d.logDecision(action{Intent: in, Why: in.GetWhy()}, d.log.With().Str("nodeclaim", in.GetNodeClaimName()).Str("node", in.GetNodeName()).Logger())
+	}
+	return nil
+}
+
+// publishDecision publishes a termination intent in a span of its own, so the trace of an
+// emptiness, expiry or deletion decision runs from here through the drain; its attributes say
+// why.
+func (d *decider) publishDecision(ctx context.Context, in *terminationv1.TerminationIntent) error {
+	ctx, span := tracer.Start(ctx, "terminator.decide", trace.WithAttributes(
+		attribute.String("fleetwright.reason", reasonName(in.GetReason())), attribute.String("fleetwright.nodeclaim", in.GetNodeClaimName()),
+		attribute.String("fleetwright.node", in.GetNodeName()), attribute.String("fleetwright.nodepool", in.GetNodePoolName()),
+		attribute.String("fleetwright.why", in.GetWhy())))
+	err := d.bus.Publish(ctx, d.prefix.Of(subject.TerminationsIntents), in, in.GetIntentId())
+	endSpan(span, err)
+	if err != nil {
+		return fmt.Errorf("publishing termination intent: %w", err)
 	}
 	return nil
 }
