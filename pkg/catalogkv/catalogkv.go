@@ -83,6 +83,9 @@ type Watcher struct {
 	types   map[string]*catalogv1.InstanceType
 	ready   bool
 	version uint64
+	// snapshot is the catalog built at snapshotVersion: rebuilt only when an update arrived.
+	snapshot        *catalogv1.Catalog
+	snapshotVersion uint64
 	errs    int
 	readyCh chan struct{}
 }
@@ -155,11 +158,15 @@ var ErrEmpty = errors.New("no instance catalog published yet (the launcher publi
 // every update (for caching what is derived from it). Until the bucket's initial values are
 // read and a meta entry is seen — Publish writes it after every type — it returns ErrEmpty, so
 // nobody packs against half a catalog.
+// The returned catalog is shared until the next update: callers must not modify it.
 func (w *Watcher) Catalog() (*catalogv1.Catalog, uint64, error) {
-	w.mu.RLock()
-	defer w.mu.RUnlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if !w.ready || w.meta == nil || len(w.types) == 0 {
 		return nil, w.version, ErrEmpty
+	}
+	if w.snapshot != nil && w.snapshotVersion == w.version {
+		return w.snapshot, w.version, nil
 	}
 	out := &catalogv1.Catalog{}
 	if w.meta != nil {
@@ -169,6 +176,7 @@ func (w *Watcher) Catalog() (*catalogv1.Catalog, uint64, error) {
 		out.InstanceTypes = append(out.InstanceTypes, it)
 	}
 	sort.Slice(out.InstanceTypes, func(i, j int) bool { return out.InstanceTypes[i].Name < out.InstanceTypes[j].Name })
+	w.snapshot, w.snapshotVersion = out, w.version
 	return out, w.version, nil
 }
 

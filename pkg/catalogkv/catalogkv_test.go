@@ -46,8 +46,11 @@ func TestPublishAndWatch(t *testing.T) {
 		c, _, err := w.Catalog()
 		return err == nil && len(c.InstanceTypes) == 2 && c.Region == "us-east-1"
 	}, 5*time.Second, 10*time.Millisecond)
-	c, _, _ := w.Catalog()
+	c, v, _ := w.Catalog()
 	assert.Equal(t, "c5.large", c.InstanceTypes[0].Name, "sorted by name")
+	again, v2, _ := w.Catalog()
+	assert.Equal(t, v, v2)
+	assert.Same(t, c, again, "no update, no rebuild: the same snapshot is handed out")
 
 	// Republishing the same catalog writes nothing; a price change writes one key; a type that
 	// is gone is deleted.

@@ -41,7 +41,7 @@ const (
 func aliasQuery(alias, k8sMinor string) (family string, names []string, owner string, err error) {
 	fam, version, ok := strings.Cut(alias, "@")
 	if !ok || version == "" {
-		return "", nil, "", fmt.Errorf("ami alias %q: want family@version, e.g. al2023@latest", alias)
+		return "", nil, "", fmt.Errorf("%w: ami alias %q: want family@version, e.g. al2023@latest", errNodeClassInvalid, alias)
 	}
 	v := "v*"
 	if version != "latest" {
@@ -68,7 +68,7 @@ func aliasQuery(alias, k8sMinor string) (family string, names []string, owner st
 			"bottlerocket-aws-k8s-" + k8sMinor + "-aarch64-" + br,
 		}, ownerBottlerocket, nil
 	}
-	return "", nil, "", fmt.Errorf("ami alias %q: unknown family %q (want al2, al2023 or bottlerocket)", alias, fam)
+	return "", nil, "", fmt.Errorf("%w: ami alias %q: unknown family %q (want al2, al2023 or bottlerocket)", errNodeClassInvalid, alias, fam)
 }
 
 // images resolves the terms to the newest image per architecture.

@@ -73,7 +73,10 @@ type nodeClassSpec struct {
 	Tags            map[string]string
 }
 
-var errNodeClassNotFound = errors.New("node class not found")
+var (
+	errNodeClassNotFound = errors.New("node class not found")
+	errNodeClassInvalid  = errors.New("invalid node class")
+)
 
 type nodeClassStore interface {
 	Get(ctx context.Context, ref *commonv1.ObjectRef) (nodeClassSpec, error)
@@ -135,7 +138,8 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 	if err != nil {
 		span.RecordError(err)
 		var ice *InsufficientCapacityError
-		permanent := errors.As(err, &ice) || errors.Is(err, errNoOverrides) || errors.Is(err, errNodeClassNotFound) || bus.IsPermanent(err)
+		permanent := errors.As(err, &ice) || errors.Is(err, errNoOverrides) || errors.Is(err, errNodeClassNotFound) ||
+			errors.Is(err, errNodeClassInvalid) || bus.IsPermanent(err)
 		if permanent || d.LastAttempt() {
 			l.fail(ctx, intent, err, int(d.Attempt), log)
 			if permanent {
@@ -186,7 +190,11 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 	capacityType := l.chooseCapacityType(intent, subnets)
 	templatesByArch := map[string]string{}
 	for _, arch := range archs(images) {
-		name, err := l.templates.ensure(ctx, l.templateSpec(intent, class, images[arch], sgs, capacityType))
+		spec, err := l.templateSpec(intent, class, images[arch], sgs, capacityType)
+		if err != nil {
+			return launchInfo{}, err
+		}
+		name, err := l.templates.ensure(ctx, spec)
 		if err != nil {
 			return launchInfo{}, err
 		}
@@ -258,7 +266,7 @@ func (l *launcher) chooseCapacityType(intent *launchv1.LaunchIntent, subnets []s
 	return capacityOnDemand
 }
 
-func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSpec, img image, sgs []string, capacityType string) templateSpec {
+func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSpec, img image, sgs []string, capacityType string) (templateSpec, error) {
 	labels := map[string]string{}
 	for k, v := range intent.GetLabels() {
 		labels[k] = v
@@ -276,11 +284,12 @@ func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSp
 		ClusterDNS: l.cfg.ClusterDNS, ClusterCIDR: l.cfg.ClusterCIDR, Labels: labels, Taints: taints, Custom: class.UserData,
 	})
 	if err != nil {
-		// An unsupported family was already rejected when the class was read; fall back to AL2.
-		ud, _ = userdata.Render(userdata.AL2, userdata.Options{ClusterName: l.cfg.ClusterName, Labels: labels, Taints: taints})
+		// An AMI family we cannot write user data for (e.g. Windows) or custom user data that is
+		// not valid MIME: retrying will not help, the node class must change.
+		return templateSpec{}, fmt.Errorf("%w %s: %w", errNodeClassInvalid, class.Name, err)
 	}
 	return templateSpec{ClusterName: l.cfg.ClusterName, NodeClass: class.Name, ImageID: img.ID, SecurityGroupIDs: sgs,
-		UserData: ud, InstanceProfile: class.InstanceProfile, Tags: l.tags(intent, class)}
+		UserData: ud, InstanceProfile: class.InstanceProfile, Tags: l.tags(intent, class)}, nil
 }
 
 const unregisteredTaintKey = "karpenter.sh/unregistered"
@@ -327,6 +336,8 @@ func (l *launcher) fail(ctx context.Context, intent *launchv1.LaunchIntent, caus
 		reason = "InsufficientCapacity"
 	case errors.Is(cause, errNodeClassNotFound):
 		reason = "NodeClassNotFound"
+	case errors.Is(cause, errNodeClassInvalid):
+		reason = "NodeClassInvalid"
 	}
 	l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "failed").Inc()
 	log.Error().Err(cause).Str("reason", reason).Msg("launching nodeclaim failed; deleting it so its pods are rescheduled")

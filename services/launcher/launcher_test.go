@@ -126,7 +126,7 @@ func (e *env) claimOf(class, name string, types ...string) *launchv1.LaunchInten
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "default", "team": "a"}},
 		Spec: karpv1.NodeClaimSpec{
-			NodeClassRef:  &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			NodeClassRef:  &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: class},
 			Requirements:  []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: types}},
 			StartupTaints: []corev1.Taint{{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}},
 		},
@@ -134,7 +134,7 @@ func (e *env) claimOf(class, name string, types ...string) *launchv1.LaunchInten
 	require.NoError(e.t, e.kube.Create(e.ctx, nc))
 	intent := &launchv1.LaunchIntent{
 		NodeClaimName: name, NodeClaimUid: string(nc.UID), NodePoolName: "default",
-		NodeClassRef:  &commonv1.ObjectRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+		NodeClassRef:  &commonv1.ObjectRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: class},
 		Zones:         []string{"us-east-1a"},
 		CapacityTypes: []commonv1.CapacityType{commonv1.CapacityType_CAPACITY_TYPE_SPOT, commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND},
 		Labels:        map[string]string{"team": "a"},
@@ -375,4 +375,30 @@ func TestRegistrationTimeoutAndOrphans(t *testing.T) {
 		insts := e.instancesFor("default-orphan1")
 		return len(insts) == 1 && insts[0].State != "running" && insts[0].State != "pending"
 	}, 60*time.Second, 200*time.Millisecond, "the orphaned instance is terminated")
+}
+
+// A node class Fleetwright cannot launch from — here an AMI family it writes no user data for —
+// fails its claim at once with the reason, instead of launching something else or retrying.
+func TestInvalidNodeClassFailsTheClaimWithItsReason(t *testing.T) {
+	e := start(t)
+	c := e2e.Cluster(t)
+	class := "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: windows\nspec:\n  amiFamily: Windows2022\n" +
+		"  role: KarpenterNodeRole-demo-cluster\n  amiSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
+		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
+		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n"
+	path := filepath.Join(t.TempDir(), "windows.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(class), 0o644))
+	_, err := e2e.Kubectl(c, "apply", "-f", path)
+	require.NoError(t, err)
+
+	intent := e.claimOf("windows", "default-win1", "m5.large")
+	e.publish(intent, intent.NodeClaimName)
+	r := e.nextResult()
+	assert.Equal(t, launchv1.LaunchOutcome_LAUNCH_OUTCOME_FAILED, r.Outcome)
+	assert.Equal(t, "NodeClassInvalid", r.ErrorCode)
+	assert.Contains(t, r.ErrorMessage, `unsupported AMI family "Windows2022"`)
+	assert.Equal(t, int32(1), r.Attempt, "not retried: the class must change")
+	require.Eventually(t, func() bool { return e.nodeClaim("default-win1") == nil }, 30*time.Second, 100*time.Millisecond,
+		"the claim is deleted so its pods are scheduled again")
+	assert.Empty(t, e.instancesFor("default-win1"), "nothing was launched")
 }

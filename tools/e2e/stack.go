@@ -21,6 +21,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
 	emuclient "github.com/fleetwright/fleetwright/tools/awsemu/client"
 	"github.com/fleetwright/fleetwright/tools/localcluster"
+	"github.com/fleetwright/fleetwright/tools/proc"
 )
 
 // Stack is the whole system for one test: its own control plane with the CRDs, an
@@ -113,7 +114,7 @@ func (s *Stack) StartService(name string) *Service {
 		"POD_NAMESPACE=fleetwright", "POD_NAME=" + name + "-" + strconv.Itoa(len(s.services))}
 	svc := Start(s.t, name, Build(s.t, "./services/"+name), args, env)
 	s.services[name] = svc
-	s.waitHealthy(name, func(ctx context.Context) error { return getOK(ctx, "http://"+admin+"/readyz") })
+	s.waitHealthy(name, func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, "http://"+admin+"/readyz", "") })
 	return svc
 }
 

@@ -23,11 +23,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fleetwright/fleetwright/tools/proc"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/fleetwright/fleetwright/tools/proc"
 )
 
 // Options configure Start.
@@ -126,7 +127,7 @@ func (c *Cluster) startEtcd(ctx context.Context, port, peerPort int) error {
 	c.procs = append(c.procs, p)
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	return proc.WaitFor(wctx, p, "etcd", func(ctx context.Context) error { return httpOK(ctx, nil, url+"/health", "") })
+	return proc.WaitFor(wctx, p, "etcd", func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, url+"/health", "") })
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context, etcdPort, port int) (string, string, error) {
@@ -166,7 +167,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdPort, port int) (strin
 	// /readyz turns ok only once the post-start hooks (RBAC bootstrap roles, priority classes)
 	// have run, so clients can rely on them from here on.
 	if err := proc.WaitFor(wctx, p, "kube-apiserver /readyz", func(ctx context.Context) error {
-		return httpOK(ctx, insecure, c.Server+"/readyz", token)
+		return proc.HTTPOK(ctx, insecure, c.Server+"/readyz", token)
 	}); err != nil {
 		return "", "", err
 	}
@@ -228,7 +229,7 @@ func (c *Cluster) startControllers(ctx context.Context, saKey, saPub string, cmP
 		waits = append(waits, func() error {
 			wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 			defer cancel()
-			return proc.WaitFor(wctx, p, p.Name+" /healthz", func(ctx context.Context) error { return httpOK(ctx, insecure, url, "") })
+			return proc.WaitFor(wctx, p, p.Name+" /healthz", func(ctx context.Context) error { return proc.HTTPOK(ctx, insecure, url, "") })
 		})
 	}
 	kwok, err := proc.Start(Kwok, filepath.Join(c.BinDir, Kwok), []string{
@@ -294,28 +295,3 @@ func (c *Cluster) Stop() error {
 	}
 	return errors.Join(errs...)
 }
-
-func httpOK(ctx context.Context, client *http.Client, url, token string) error {
-	if client == nil {
-		client = &http.Client{Timeout: 5 * time.Second}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%w: %s answered %d: %s", errNotReady, url, resp.StatusCode, body)
-	}
-	return nil
-}
-
-var errNotReady = errors.New("not ready")

@@ -90,7 +90,7 @@ func startComponents(ctx context.Context, cfg config, cluster *localcluster.Clus
 		}
 		started = append(started, p)
 		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-		err = proc.WaitFor(wctx, p, c.name, func(ctx context.Context) error { return getOK(ctx, c.health) })
+		err = proc.WaitFor(wctx, p, c.name, func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, c.health, "") })
 		cancel()
 		if err != nil {
 			return started, err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -129,7 +128,7 @@ func supervise(ctx context.Context, cfg config) error {
 	}()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = proc.WaitFor(wctx, nats, "nats-server", func(ctx context.Context) error {
-		return getOK(ctx, "http://127.0.0.1:"+strconv.Itoa(cfg.natsPort+4000)+"/healthz?js-enabled-only=true")
+		return proc.HTTPOK(ctx, nil, "http://127.0.0.1:"+strconv.Itoa(cfg.natsPort+4000)+"/healthz?js-enabled-only=true", "")
 	})
 	cancel()
 	if err != nil {
@@ -229,11 +228,11 @@ func status(ctx context.Context, cfg config) error {
 	}
 	_, ready := os.Stat(cfg.readyFile())
 	fmt.Printf("supervisor  pid %d  ready=%v\n", pid, ready == nil)
-	natsErr := getOK(ctx, "http://127.0.0.1:"+strconv.Itoa(cfg.natsPort+4000)+"/healthz")
+	natsErr := proc.HTTPOK(ctx, nil, "http://127.0.0.1:"+strconv.Itoa(cfg.natsPort+4000)+"/healthz", "")
 	fmt.Printf("nats-server %s  %s\n", cfg.natsURL(), okOr(natsErr))
 	exe, _ := os.Executable()
 	for _, c := range components(cfg, &localcluster.Cluster{Kubeconfig: filepath.Join(cfg.clusterDir(), "kubeconfig")}) {
-		state := okOr(getOK(ctx, c.health))
+		state := okOr(proc.HTTPOK(ctx, nil, c.health, ""))
 		if _, err := os.Stat(filepath.Join(filepath.Dir(exe), c.name)); err != nil {
 			state = "not built (not part of this stack)"
 		}
@@ -267,23 +266,6 @@ func portFree(port int) error {
 		return fmt.Errorf("port %d on 127.0.0.1 is taken (%v): stop what uses it, or pick another with the flag / env variable", port, err)
 	}
 	return l.Close()
-}
-
-func getOK(ctx context.Context, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := (&http.Client{Timeout: 3 * time.Second}).Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s answered %d: %s", url, resp.StatusCode, b)
-	}
-	return nil
 }
 
 // follower prints the new lines of a log file.
