@@ -6,17 +6,13 @@
 //
 // A pod is pending, as Karpenter counts it, when kube-scheduler has marked it
 // PodScheduled=False/Unschedulable and it is not bound, not terminal, not being deleted, not
-// preempting, and not owned by a DaemonSet or a Node (static pod). Whether it is already
-// nominated to an in-flight NodeClaim is for the caller to check (see NominationAnnotation).
+// preempting, and not owned by a DaemonSet or a Node (static pod). Whether its nomination to a
+// NodeClaim still holds is the NominationRule's to judge (nomination.go).
 package podproj
 
 import (
 	corev1 "k8s.io/api/core/v1"
 )
-
-// NominationAnnotation is set by the scheduler on each pod it planned capacity for: the
-// NodeClaim the pod waits on. pod-watcher skips such pods while that NodeClaim is in flight.
-const NominationAnnotation = "fleetwright.io/nominated-nodeclaim"
 
 // Pending reports whether the pod waits for capacity that does not exist yet; when it does not,
 // the reason says why (for debug logs).

@@ -42,6 +42,9 @@ func Project(p *corev1.Pod, vols VolumeLookup) *podsv1.PodProjection {
 		DoNotDisrupt:           p.Annotations[DoNotDisruptAnnotation] == "true",
 		NominatedNodeClaimName: p.Annotations[NominationAnnotation],
 	}
+	if _, at := NominationOf(p); !at.IsZero() {
+		out.NominatedAt = timestamppb.New(at)
+	}
 	if p.Spec.Priority != nil {
 		out.Priority = *p.Spec.Priority
 	}

@@ -119,7 +119,9 @@ type Node struct {
 	Allocatable ResourceList
 	Capacity    ResourceList
 	Pods        []Pod
-	InFlight    bool
+	// InFlight: a NodeClaim whose node has not registered; its pool's DaemonSet overhead is
+	// charged to it on top of Pods.
+	InFlight bool
 	// MarkedForDeletion nodes count toward limits and topology but take no new pods.
 	MarkedForDeletion bool
 }

@@ -283,6 +283,17 @@ func TestConstraintKinds(t *testing.T) {
 					t.Fatalf("tainted claim cpu %d, want 2000", got)
 				}
 			}},
+		{"an in-flight claim keeps room for its pool's daemonsets", Input{NodePools: []NodePool{{Name: "default"}},
+			DaemonSets: []DaemonSet{{Name: "ds", Pod: Pod{Requests: ResourceList{ResourceCPU: 300}}}},
+			Nodes: []Node{{Name: "in-flight", NodePool: "default", InFlight: true, Labels: map[string]string{LabelNodePool: "default"},
+				Allocatable: ResourceList{ResourceCPU: 2000, ResourceMemory: 4 * GiB, ResourcePods: 10}}},
+			Pods: []Pod{pod("a"), pod("b")}},
+			func(t *testing.T, plan Plan) {
+				// 2000m less 300m for the daemonset: one 1-CPU pod fits, the second needs a claim.
+				if len(plan.Placements) != 1 || plan.Placements[0].Node != "in-flight" || len(plan.NodeClaims) != 1 {
+					t.Fatalf("placements %+v, claims %d", plan.Placements, len(plan.NodeClaims))
+				}
+			}},
 		{"preferred node affinity relaxed and reported", Input{NodePools: defaultPool, Pods: []Pod{pod("a", func(p *Pod) {
 			p.PreferredNodeAffinity = []PreferredNodeSelectorTerm{{Weight: 1, Term: NodeSelectorTerm{Requirements: []Requirement{{Key: LabelInstanceFamily, Operator: OpIn, Values: []string{"nope"}}}}}}
 		})}}, func(t *testing.T, plan Plan) {

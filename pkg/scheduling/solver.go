@@ -242,7 +242,8 @@ func (s *solver) typeBits(r Requirements) bitset {
 }
 
 // compileNodes turns existing nodes and in-flight claims into targets and charges their
-// capacity to their pools.
+// capacity to their pools. An in-flight claim's DaemonSet pods are not there yet but will be:
+// its pool's DaemonSet overhead is charged to it, as it was when the claim was planned.
 func (s *solver) compileNodes() {
 	for i := range s.in.Nodes {
 		n := &s.in.Nodes[i]
@@ -258,6 +259,9 @@ func (s *solver) compileNodes() {
 				c = n.Allocatable
 			}
 			p.committed.add(s.ix.vec(c))
+			if n.InFlight {
+				t.used.add(p.daemon)
+			}
 		}
 		s.nodes = append(s.nodes, t)
 		s.targets = append(s.targets, t)

@@ -81,12 +81,17 @@ func (b *batcher) flush(now time.Time, watcherID string) (*podsv1.PendingPodBatc
 
 // batchID is deterministic: the same set of pods closed in the same resync epoch gets the same
 // id on every replica, so JetStream's duplicate window drops the copies. A later epoch gets a
-// new id, so pods that stay pending are offered to the scheduler again.
+// new id, so pods that stay pending are offered to the scheduler again; so does a pod offered
+// again because its nomination ended, as the nomination it was released from is part of the id.
 func batchID(pods []*podsv1.PodProjection, closed time.Time, epoch time.Duration) string {
 	h := sha256.New()
 	for _, p := range pods {
 		h.Write([]byte(p.GetUid()))
 		h.Write([]byte{0})
+		if c := p.GetNominatedNodeClaimName(); c != "" {
+			h.Write([]byte(c + "@" + p.GetNominatedAt().AsTime().Format(time.RFC3339)))
+			h.Write([]byte{0})
+		}
 	}
 	if epoch > 0 {
 		n := closed.UnixNano() / int64(epoch)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 )
@@ -69,6 +70,18 @@ func TestBatchIDIsDeterministicPerEpoch(t *testing.T) {
 	assert.Equal(t, a, b)
 	assert.NotEqual(t, a, batchID(mk("x"), t0, time.Minute), "other pods, other id")
 	assert.NotEqual(t, a, batchID(mk("x", "y"), t0.Add(2*time.Minute), time.Minute), "a later epoch re-offers the same pods")
+
+	// A pod released from a nomination within the same epoch is a new offer, each time.
+	released := func(claim string, at time.Time) []*podsv1.PodProjection {
+		ps := mk("x", "y")
+		ps[0].NominatedNodeClaimName, ps[0].NominatedAt = claim, timestamppb.New(at)
+		return ps
+	}
+	first := batchID(released("claim-a", t0), t0.Add(time.Second), time.Minute)
+	assert.NotEqual(t, a, first, "released from claim-a")
+	assert.Equal(t, first, batchID(released("claim-a", t0), t0.Add(3*time.Second), time.Minute), "replicas still agree")
+	assert.NotEqual(t, first, batchID(released("claim-a", t0.Add(20*time.Second)), t0.Add(time.Second), time.Minute),
+		"released again from a later nomination to the same claim")
 }
 
 func TestRemoveDropsPodFromWindow(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/service"
 )
 
@@ -15,6 +16,8 @@ type config struct {
 	BatchMax  time.Duration
 	Resync    time.Duration
 	WatcherID string
+	// Nomination bounds how long a pod nominated to a NodeClaim is left to kube-scheduler.
+	Nomination podproj.NominationRule
 }
 
 func parseConfig(args []string) (config, error) {
@@ -24,6 +27,7 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.BatchIdle, "batch-idle", service.EnvDuration("BATCH_IDLE_DURATION", time.Second), "close a batch after this long without a new pod (env BATCH_IDLE_DURATION)")
 	fs.DurationVar(&c.BatchMax, "batch-max", service.EnvDuration("BATCH_MAX_DURATION", 10*time.Second), "close a batch this long after it opened (env BATCH_MAX_DURATION)")
 	fs.DurationVar(&c.Resync, "resync", service.EnvDuration("RESYNC_PERIOD", 30*time.Second), "offer still-pending pods again this often (env RESYNC_PERIOD)")
+	c.Nomination.RegisterFlags(fs, service.EnvDuration)
 	host, _ := os.Hostname()
 	fs.StringVar(&c.WatcherID, "watcher-id", service.Env("POD_NAME", host), "this replica's name in batches (env POD_NAME)")
 	if err := fs.Parse(args); err != nil {
@@ -35,6 +39,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.BatchIdle > c.BatchMax {
 		errs = append(errs, errors.New("--batch-idle must not exceed --batch-max"))
+	}
+	if err := c.Nomination.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Resync < c.BatchMax {
 		errs = append(errs, errors.New("--resync must be at least --batch-max"))

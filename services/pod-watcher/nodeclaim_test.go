@@ -53,3 +53,29 @@ func deleteNodeClaim(t *testing.T, ctx context.Context, _ kubernetes.Interface, 
 		return err != nil
 	}, 30*time.Second, 100*time.Millisecond)
 }
+
+// markInitialized sets the claim's node name and Initialized condition, as the launcher does
+// once the claim's node is ready.
+func markInitialized(t *testing.T, ctx context.Context, kubeconfig, name, node string) {
+	t.Helper()
+	res := dynamicClient(t, kubeconfig).Resource(nodeClaimsGVR)
+	u, err := res.Get(ctx, name, metav1.GetOptions{})
+	require.NoError(t, err)
+	u.Object["status"] = map[string]any{"nodeName": node, "conditions": []any{map[string]any{
+		"type": "Initialized", "status": "True", "reason": "Initialized", "message": "",
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}}}
+	_, err = res.UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+}
+
+// startDeleting deletes a claim that carries a finalizer, so it stays, being deleted.
+func startDeleting(t *testing.T, ctx context.Context, kubeconfig, name string) {
+	t.Helper()
+	res := dynamicClient(t, kubeconfig).Resource(nodeClaimsGVR)
+	_, err := res.Patch(ctx, name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":["fleetwright.io/test-hold"]}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.NoError(t, res.Delete(ctx, name, metav1.DeleteOptions{}))
+	t.Cleanup(func() {
+		_, _ = res.Patch(context.Background(), name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+	})
+}

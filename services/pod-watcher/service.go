@@ -13,11 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -57,6 +59,9 @@ type watcher struct {
 
 	mu      sync.Mutex
 	batcher *batcher
+	// recheck is when the earliest live nomination of a pending pod ends: the pods are looked
+	// at again then, and those still pending are offered again.
+	recheck time.Time
 	wake    chan struct{}
 	now     func() time.Time
 }
@@ -72,13 +77,16 @@ func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 	all := informers.NewSharedInformerFactory(rt.Kube, 0)
 	claims, pvs, classes := all.Core().V1().PersistentVolumeClaims(), all.Core().V1().PersistentVolumes(), all.Storage().V1().StorageClasses()
 	w.volumes = podproj.Listers{Claims: claims.Lister(), Volumes: pvs.Lister(), Classes: classes.Lister()}
-	meta, err := metadata.NewForConfig(rt.RESTConfig)
+	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
 	if err != nil {
-		return nil, fmt.Errorf("creating metadata client: %w", err)
+		return nil, fmt.Errorf("creating dynamic client: %w", err)
 	}
-	mf := metadatainformer.NewSharedInformerFactory(meta, 0)
-	w.nodeClaims = mf.ForResource(nodeClaimsGVR).Informer()
-	w.factories = []interface{ Start(<-chan struct{}) }{unbound, all, mf}
+	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	w.nodeClaims = df.ForResource(nodeClaimsGVR).Informer()
+	if err := w.nodeClaims.SetTransform(clusterstate.Typed[karpv1.NodeClaim]()); err != nil {
+		return nil, fmt.Errorf("watching nodeclaims: %w", err)
+	}
+	w.factories = []interface{ Start(<-chan struct{}) }{unbound, all, df}
 	w.synced = []cache.InformerSynced{w.pods.HasSynced, w.nodeClaims.HasSynced,
 		claims.Informer().HasSynced, pvs.Informer().HasSynced, classes.Informer().HasSynced}
 
@@ -89,8 +97,14 @@ func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
-	// A NodeClaim that goes away frees the pods nominated to it: offer them again.
+	// A NodeClaim that goes away, starts being deleted or gets a ready node changes the fate of
+	// the pods nominated to it: look at them again.
 	if _, err := w.nodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, cur any) {
+			if claimOf(old) != claimOf(cur) {
+				w.resync()
+			}
+		},
 		DeleteFunc: func(any) { w.resync() },
 	}); err != nil {
 		return nil, fmt.Errorf("watching nodeclaims: %w", err)
@@ -120,11 +134,14 @@ func (w *watcher) run(ctx context.Context) error {
 	defer timer.Stop()
 	for {
 		w.mu.Lock()
-		due := w.batcher.due()
+		due, recheck := w.batcher.due(), w.recheck
 		w.mu.Unlock()
 		wait := time.Hour
 		if !due.IsZero() {
 			wait = max(due.Sub(w.now()), 0)
+		}
+		if !recheck.IsZero() {
+			wait = min(wait, max(recheck.Sub(w.now()), 0))
 		}
 		timer.Reset(wait)
 		select {
@@ -134,27 +151,41 @@ func (w *watcher) run(ctx context.Context) error {
 		case <-resync.C:
 			w.resync()
 		case <-timer.C:
+			if !recheck.IsZero() && !w.now().Before(recheck) {
+				w.resync()
+			}
 			w.flush(ctx)
 		}
 	}
 }
 
-// observe adds a pending, not-nominated pod to the window, or removes one that stopped being
-// pending.
+// observe adds a pending pod without a live nomination to the window, or removes one that
+// stopped being pending. A live nomination that will end is remembered, so the pod is looked at
+// again when it does.
 func (w *watcher) observe(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
 	pending, _ := podproj.Pending(pod)
-	if pending && w.nominated(pod) {
-		pending = false
+	var nom podproj.Nomination
+	if pending {
+		nom = w.cfg.Nomination.JudgePod(pod, w.claim, w.now())
+		pending = !nom.Live
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if nom.Live && !nom.Expires.IsZero() && (w.recheck.IsZero() || nom.Expires.Before(w.recheck)) {
+		w.recheck = nom.Expires
+		w.poke()
+	}
 	if !pending {
 		w.batcher.remove(string(pod.UID))
 		return
+	}
+	if nom.Expired != "" {
+		w.metrics.nominationsExpired.Inc()
+		w.rt.Log.Debug().Str("pod", pod.Namespace+"/"+pod.Name).Str("why", nom.Expired).Msg("offering pod again: its nomination ended")
 	}
 	opened := w.batcher.size() == 0
 	w.batcher.add(podproj.Project(pod, w.volumes), w.now())
@@ -174,20 +205,29 @@ func (w *watcher) forget(obj any) {
 	}
 }
 
-// nominated reports whether the scheduler already planned capacity for the pod on a NodeClaim
-// that still exists.
-func (w *watcher) nominated(pod *corev1.Pod) bool {
-	name := pod.Annotations[podproj.NominationAnnotation]
-	if name == "" {
-		return false
+// claim looks a NodeClaim up for the nomination rule.
+func (w *watcher) claim(name string) (podproj.Claim, bool) {
+	nc, ok := clusterstate.Get[karpv1.NodeClaim](w.nodeClaims, name)
+	if !ok {
+		return podproj.Claim{}, false
 	}
-	_, exists, err := w.nodeClaims.GetStore().GetByKey(name)
-	return err == nil && exists
+	return podproj.ClaimOf(nc), true
 }
 
-// resync offers every pod still pending again, e.g. after the scheduler could not place it
-// or its NodeClaim went away.
+// claimOf reads a NodeClaim from an informer event; the zero Claim for anything else.
+func claimOf(obj any) podproj.Claim {
+	if nc, ok := obj.(*karpv1.NodeClaim); ok {
+		return podproj.ClaimOf(nc)
+	}
+	return podproj.Claim{}
+}
+
+// resync offers every pod still pending again, e.g. after the scheduler could not place it, its
+// NodeClaim went away or its nomination ended; and finds the next nomination to end.
 func (w *watcher) resync() {
+	w.mu.Lock()
+	w.recheck = time.Time{}
+	w.mu.Unlock()
 	for _, obj := range w.pods.GetStore().List() {
 		w.observe(obj)
 	}
@@ -236,9 +276,10 @@ func (w *watcher) requeue(batch *podsv1.PendingPodBatch) {
 }
 
 type metrics struct {
-	batches     *prometheus.CounterVec
-	batchSize   prometheus.Histogram
-	pendingPods prometheus.Gauge
+	batches            *prometheus.CounterVec
+	batchSize          prometheus.Histogram
+	pendingPods        prometheus.Gauge
+	nominationsExpired prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -249,7 +290,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Pods per published batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
 		pendingPods: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_pending_pods",
 			Help: "Pods in the last published batch: pending and not yet nominated to a NodeClaim."}),
+		nominationsExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_nominations_expired_total",
+			Help: "Times a pending pod was offered again because its nomination ended (claim gone, or its node ready without room for it)."}),
 	}
-	reg.MustRegister(m.batches, m.batchSize, m.pendingPods)
+	reg.MustRegister(m.batches, m.batchSize, m.pendingPods, m.nominationsExpired)
 	return m
 }

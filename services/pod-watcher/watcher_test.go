@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
@@ -137,4 +141,84 @@ func nextBatch(t *testing.T, ctx context.Context, cons jetstream.Consumer) *pods
 	assert.Equal(t, b.BatchId, msg.Headers().Get("Nats-Msg-Id"), "the batch id is the dedup id")
 	sort.Slice(b.Pods, func(i, j int) bool { return b.Pods[i].Uid < b.Pods[j].Uid })
 	return &b
+}
+
+// Issue 17: a nomination is a hint with an end. A pod nominated to a claim whose node is ready
+// but that is still pending after the grace is offered again; so is one nominated to a claim
+// that is being deleted. The resync is ten minutes, so only the nomination rule can offer them.
+func TestWatcherEndsNominations(t *testing.T) {
+	c := e2e.Cluster(t)
+	client, err := c.Client()
+	require.NoError(t, err)
+	srv := bustest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	ns := "nomination-test"
+	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	wctx, stop := context.WithCancel(ctx)
+	go func() {
+		done <- run(wctx, []string{"--nats-url", srv.ClientURL(), "--kubeconfig", c.Kubeconfig, "--admin-addr", "127.0.0.1:0",
+			"--batch-idle", "300ms", "--batch-max", "3s", "--resync", "10m", "--nomination-grace", "2s", "--watcher-id", "w1"})
+	}()
+	defer func() { stop(); require.NoError(t, <-done) }()
+	_, cons := consumer(t, ctx, srv.ClientURL())
+
+	_, err = client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "held", 2, "1"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	batch := nextBatchIn(t, ctx, cons, ns)
+	require.Len(t, batch.Pods, 2)
+	ready, deleting := batch.Pods[0], batch.Pods[1]
+
+	createNodeClaim(t, ctx, c.Kubeconfig, "claim-ready")
+	createNodeClaim(t, ctx, c.Kubeconfig, "claim-deleting")
+	now := time.Now().UTC().Format(time.RFC3339)
+	for pod, claim := range map[string]string{ready.Name: "claim-ready", deleting.Name: "claim-deleting"} {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, podproj.NominationAnnotation, claim, podproj.NominatedAtAnnotation, now)
+		_, err := client.CoreV1().Pods(ns).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		require.NoError(t, err)
+	}
+	// Both claims in flight: neither pod is offered (a batch would arrive within the window).
+	for {
+		msg, err := cons.Next(jetstream.FetchMaxWait(3 * time.Second))
+		if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+			break
+		}
+		require.NoError(t, err)
+		var b podsv1.PendingPodBatch
+		require.NoError(t, proto.Unmarshal(msg.Data(), &b))
+		for _, p := range b.Pods {
+			require.NotEqual(t, ns, p.Namespace, "nominated pods are not offered while their claims are in flight")
+		}
+	}
+
+	startDeleting(t, ctx, c.Kubeconfig, "claim-deleting")
+	b := nextBatchIn(t, ctx, cons, ns)
+	require.Len(t, b.Pods, 1)
+	assert.Equal(t, deleting.Uid, b.Pods[0].Uid, "a pod nominated to a claim being deleted is offered again")
+
+	markInitialized(t, ctx, c.Kubeconfig, "claim-ready", "node-ready")
+	b = nextBatchIn(t, ctx, cons, ns)
+	assert.True(t, containsPod(b, ready.Uid), "the pod still pending after its claim's node was ready for the grace is offered again")
+}
+
+// nextBatchIn returns the next batch with pods of the namespace, only those pods (the tests of
+// this package share one control plane).
+func nextBatchIn(t *testing.T, ctx context.Context, cons jetstream.Consumer, ns string) *podsv1.PendingPodBatch {
+	t.Helper()
+	for {
+		b := nextBatch(t, ctx, cons)
+		var pods []*podsv1.PodProjection
+		for _, p := range b.Pods {
+			if p.Namespace == ns {
+				pods = append(pods, p)
+			}
+		}
+		if len(pods) > 0 {
+			b.Pods = pods
+			return b
+		}
+	}
 }

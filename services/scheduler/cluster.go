@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -16,6 +15,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
+	"github.com/fleetwright/fleetwright/pkg/apis/ec2/v1alpha1"
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1alpha5"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 )
 
@@ -32,8 +36,8 @@ var (
 )
 
 // cluster holds the informers the scheduler reads the cluster through. Core types come from
-// client-go's typed informers, Karpenter's resources from dynamic informers converted into
-// their Go types on read.
+// client-go's typed informers, Karpenter's resources from dynamic informers that convert them
+// into their Go types once, as they enter the cache (clusterstate.Typed).
 type cluster struct {
 	dyn dynamic.Interface
 
@@ -74,6 +78,9 @@ func newCluster(rt runtimeClients) (*cluster, error) {
 	c.nodePools = dyn.ForResource(nodePoolsGVR).Informer()
 	c.nodeClaims = dyn.ForResource(nodeClaimsGVR).Informer()
 	c.nodeClasses = dyn.ForResource(nodeClassesGVR).Informer()
+	typed := []error{c.nodePools.SetTransform(clusterstate.Typed[karpv1.NodePool]()),
+		c.nodeClaims.SetTransform(clusterstate.Typed[karpv1.NodeClaim]()),
+		c.nodeClasses.SetTransform(clusterstate.Typed[ec2v1.EC2NodeClass]())}
 	informers := []cache.SharedIndexInformer{c.pods, c.nodes, c.daemonSets, claims.Informer(), pvs.Informer(),
 		classes.Informer(), c.nodePools, c.nodeClaims, c.nodeClasses}
 	// The v1alpha5 generation is optional: without its CRDs there is nothing to translate.
@@ -84,7 +91,12 @@ func newCluster(rt runtimeClients) (*cluster, error) {
 	if legacy {
 		c.provisioners = dyn.ForResource(provisionersGVR).Informer()
 		c.templates = dyn.ForResource(nodeTemplatesGVR).Informer()
+		typed = append(typed, c.provisioners.SetTransform(clusterstate.Typed[v1alpha5.Provisioner]()),
+			c.templates.SetTransform(clusterstate.Typed[v1alpha1.AWSNodeTemplate]()))
 		informers = append(informers, c.provisioners, c.templates)
+	}
+	if err := errors.Join(typed...); err != nil {
+		return nil, fmt.Errorf("reading karpenter resources as typed objects: %w", err)
 	}
 	c.factories = []interface{ Start(<-chan struct{}) }{core, dyn}
 	for _, inf := range informers {
@@ -167,15 +179,13 @@ func (c *cluster) allDaemonSets() []*appsv1.DaemonSet {
 	return typedList[appsv1.DaemonSet](c.daemonSets)
 }
 
-// nodeClaimLive reports whether the NodeClaim is cached, and if so whether it is not being
-// deleted.
-func (c *cluster) nodeClaimLive(name string) (live, cached bool) {
-	o, ok, err := c.nodeClaims.GetStore().GetByKey(name)
-	if err != nil || !ok {
-		return false, false
+// claim looks a cached NodeClaim up for the nomination rule.
+func (c *cluster) claim(name string) (podproj.Claim, bool) {
+	nc, ok := clusterstate.Get[karpv1.NodeClaim](c.nodeClaims, name)
+	if !ok {
+		return podproj.Claim{}, false
 	}
-	u, ok := o.(*unstructured.Unstructured)
-	return ok && u.GetDeletionTimestamp() == nil, true
+	return podproj.ClaimOf(nc), true
 }
 
 func typedList[T any](inf cache.SharedIndexInformer) []*T {
@@ -198,25 +208,6 @@ func typedIndex[T any](inf cache.SharedIndexInformer, index, key string) []*T {
 		if t, ok := o.(*T); ok {
 			out = append(out, t)
 		}
-	}
-	return out
-}
-
-// fromUnstructured lists a dynamic informer's objects converted into T; an object that does not
-// convert is reported through bad and skipped.
-func fromUnstructured[T any](inf cache.SharedIndexInformer, bad func(name string, err error)) []*T {
-	var out []*T
-	for _, o := range inf.GetStore().List() {
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
-			continue
-		}
-		t := new(T)
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, t); err != nil {
-			bad(u.GetName(), err)
-			continue
-		}
-		out = append(out, t)
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/service"
 )
 
@@ -20,6 +21,8 @@ type config struct {
 	UnavailableReplay time.Duration
 	MaxInstanceTypes  int
 	CacheWait         time.Duration
+	// Nomination bounds how long a pod nominated to a NodeClaim holds the room planned for it.
+	Nomination podproj.NominationRule
 }
 
 func parseConfig(args []string) (config, error) {
@@ -36,6 +39,7 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.UnavailableReplay, "unavailable-replay", service.EnvDuration("UNAVAILABLE_REPLAY", 5*time.Minute), "how far back unavailable offerings are replayed on start (env UNAVAILABLE_REPLAY)")
 	fs.IntVar(&c.MaxInstanceTypes, "max-instance-types", service.EnvInt("MAX_INSTANCE_TYPES", 60), "instance types offered per NodeClaim, cheapest first (env MAX_INSTANCE_TYPES)")
 	fs.DurationVar(&c.CacheWait, "cache-wait", service.EnvDuration("CACHE_WAIT", 2*time.Second), "how long a batch waits for the pod cache to show its pods pending (env CACHE_WAIT)")
+	c.Nomination.RegisterFlags(fs, service.EnvDuration)
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -48,6 +52,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.Reconcile <= 0 {
 		errs = append(errs, errors.New("--reconcile-interval must be positive"))
+	}
+	if err := c.Nomination.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxInstanceTypes < 1 || c.MaxInstanceTypes > 60 {
 		errs = append(errs, errors.New("--max-instance-types must be between 1 and 60"))

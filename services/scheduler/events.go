@@ -33,6 +33,12 @@ func nominated(r record.EventRecorder, pod *corev1.Pod, kind, name string) {
 	r.Eventf(pod, corev1.EventTypeNormal, reasonNominated, "Pod should schedule on: %s/%s", kind, name)
 }
 
+// offeredAgain tells the pod that its nomination ended and why, and that it is being scheduled
+// again.
+func offeredAgain(r record.EventRecorder, pod *corev1.Pod, why string) {
+	r.Eventf(pod, corev1.EventTypeWarning, reasonFailedScheduling, "Scheduling pod again: %s", why)
+}
+
 // failedScheduling tells the pod why no NodePool can take it.
 func failedScheduling(r record.EventRecorder, pod *corev1.Pod, reason string) {
 	r.Eventf(pod, corev1.EventTypeWarning, reasonFailedScheduling, "Failed to schedule pod, %s", reason)

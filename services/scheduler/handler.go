@@ -157,10 +157,16 @@ func (s *scheduler) classify(p *podsv1.PodProjection) (*corev1.Pod, podVerdict) 
 		return nil, podNotYet
 	case string(pod.UID) != p.GetUid():
 		return nil, podDone // replaced by a pod of the same name
-	case s.nominatedTo(pod) != "":
-		return nil, podDone
 	}
 	if pending, _ := podproj.Pending(pod); pending {
+		nom := s.nomination(pod)
+		if nom.Live {
+			return nil, podDone // room is planned for it already
+		}
+		if nom.Expired != "" {
+			s.metrics.nominationsEnded.Inc()
+			offeredAgain(s.recorder, pod, nom.Expired)
+		}
 		return pod, podProvisionable
 	}
 	unbound := pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil &&
@@ -171,40 +177,61 @@ func (s *scheduler) classify(p *podsv1.PodProjection) (*corev1.Pod, podVerdict) 
 	return nil, podDone
 }
 
-// nominatedTo returns the NodeClaim the pod is nominated to, if that claim exists and is not
-// being deleted (in the cache, or created by this replica moments ago and not cached yet).
-func (s *scheduler) nominatedTo(pod *corev1.Pod) string {
-	name := pod.Annotations[podproj.NominationAnnotation]
-	if name == "" {
-		name = s.recent.nomination(string(pod.UID))
+// nomination judges the pod's nomination by the one rule pod-watcher also applies: its
+// annotations, or the nomination this replica made moments ago if the cache does not show it
+// yet; a claim this replica created and the cache does not show yet is in flight.
+func (s *scheduler) nomination(pod *corev1.Pod) podproj.Nomination {
+	claim, at := podproj.NominationOf(pod)
+	if n, ok := s.recent.nomination(string(pod.UID)); ok && (claim == "" || n.at.After(at)) {
+		claim, at = n.claim, n.at
 	}
-	if name == "" {
-		return ""
-	}
-	if live, cached := s.cluster.nodeClaimLive(name); live || (!cached && s.recent.created(name)) {
-		return name
-	}
-	return ""
+	return s.cfg.Nomination.Judge(claim, at, s.claimOrRecent, s.now())
 }
 
-// nominateExisting tells pods the core placed on existing capacity where they go; pods placed
-// on an in-flight NodeClaim are nominated to it.
+// claimOrRecent looks a NodeClaim up in the cache, or among those this replica created.
+func (s *scheduler) claimOrRecent(name string) (podproj.Claim, bool) {
+	if c, ok := s.cluster.claim(name); ok {
+		return c, true
+	}
+	return podproj.Claim{Name: name}, s.recent.created(name)
+}
+
+// liveNominations returns the unbound pods whose nomination to the claim holds now: the room
+// planned for them is taken.
+func (s *scheduler) liveNominations(claim string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range s.cluster.podsNominatedTo(claim) {
+		if s.nomination(p).Live {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// nominateExisting tells pods the core placed on existing capacity where they go. A pod placed
+// on a NodeClaim, in flight or registered, is nominated to it, so its room is held for it until
+// kube-scheduler binds it or the nomination ends; one placed on a node Fleetwright does not
+// manage is only told.
 func (s *scheduler) nominateExisting(ctx context.Context, placements []scheduling.Placement, v view, kube map[string]*corev1.Pod, log zerolog.Logger) {
-	inFlight := map[string]bool{}
+	claimOf := map[string]string{} // core target (claim name, or node name once registered) → claim
 	for _, c := range v.claims {
-		inFlight[c.Name] = true
+		claimOf[c.Name] = c.Name
+		if c.NodeName != "" {
+			claimOf[c.NodeName] = c.Name
+		}
 	}
 	for _, p := range placements {
 		pod := kube[p.PodUID]
 		if pod == nil {
 			continue
 		}
-		if !inFlight[p.Node] {
+		claim, ok := claimOf[p.Node]
+		if !ok {
 			nominated(s.recorder, pod, "node", p.Node)
 			continue
 		}
-		if err := s.nominate(ctx, pod, p.Node); err != nil {
-			log.Warn().Err(err).Str("pod", pod.Namespace+"/"+pod.Name).Msg("nominating pod to in-flight nodeclaim")
+		if err := s.nominate(ctx, pod, claim); err != nil {
+			log.Warn().Err(err).Str("pod", pod.Namespace+"/"+pod.Name).Msg("nominating pod to existing nodeclaim")
 		}
 	}
 }

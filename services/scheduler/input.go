@@ -123,12 +123,19 @@ func (s *scheduler) existingNode(n *corev1.Node, claim *claimState) scheduling.N
 		}
 		out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.volumes)))
 	}
+	// Pods nominated to the node's claim that kube-scheduler has not bound yet hold their room
+	// while the nomination does: a later batch is not planned onto room promised to them.
+	if claim != nil {
+		for _, p := range s.liveNominations(claim.Name) {
+			out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.volumes)))
+		}
+	}
 	return out
 }
 
-// inFlightNode is a NodeClaim not registered yet, holding the pods nominated to it. Until
-// launched, its allocatable is the smallest among its possible types; the DaemonSet share of its
-// requests is held back, as those pods will land on it too.
+// inFlightNode is a NodeClaim not registered yet, holding the pods whose nomination to it is
+// live. Until launched, its allocatable is the smallest among its possible types; the core
+// charges it its pool's DaemonSet overhead, as those pods will land on it too.
 func (s *scheduler) inFlightNode(c *claimState, types map[string]*scheduling.InstanceType) scheduling.Node {
 	out := scheduling.Node{Name: c.Name, NodePool: c.NodePool, InFlight: true, MarkedForDeletion: c.Deleting,
 		Labels: map[string]string{}}
@@ -143,23 +150,12 @@ func (s *scheduler) inFlightNode(c *claimState, types map[string]*scheduling.Ins
 	for _, t := range c.Taints {
 		out.Taints = append(out.Taints, scheduling.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
 	}
-	podRequests := scheduling.ResourceList{}
-	for _, p := range s.cluster.podsNominatedTo(c.Name) {
-		cp := corePod(podproj.Project(p, s.cluster.volumes))
-		out.Pods = append(out.Pods, cp)
-		for n, q := range cp.Requests {
-			podRequests[n] += q
-		}
+	for _, p := range s.liveNominations(c.Name) {
+		out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.volumes)))
 	}
 	out.Allocatable, out.Capacity = quantities(c.Allocatable), quantities(c.Capacity)
 	if len(c.Allocatable) == 0 {
 		out.Allocatable, out.Capacity = optionBounds(requirementValues(c.Requirements, scheduling.LabelInstanceType), types)
-	}
-	// Hold back what the claim was sized for beyond its pods: the DaemonSet overhead.
-	for n, q := range quantities(c.Requests) {
-		if extra := q - podRequests[n]; extra > 0 {
-			out.Allocatable[n] -= extra
-		}
 	}
 	return out
 }

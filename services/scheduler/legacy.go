@@ -4,6 +4,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/apis/ec2/v1alpha1"
 	"github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1alpha5"
 	"github.com/fleetwright/fleetwright/pkg/apis/translate"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 )
 
 // legacyPools reads v1alpha5 Provisioners as pools, translated into the v1 model (a pool named
@@ -15,11 +16,11 @@ func (s *scheduler) legacyPools(taken map[string]bool, bad func(string) func(str
 		return nil
 	}
 	templates := map[string]bool{}
-	for _, t := range fromUnstructured[v1alpha1.AWSNodeTemplate](s.cluster.templates, bad("awsnodetemplate")) {
+	for _, t := range clusterstate.List[v1alpha1.AWSNodeTemplate](s.cluster.templates, bad("awsnodetemplate")) {
 		templates[t.Name] = true
 	}
 	var out []poolView
-	for _, p := range fromUnstructured[v1alpha5.Provisioner](s.cluster.provisioners, bad("provisioner")) {
+	for _, p := range clusterstate.List[v1alpha5.Provisioner](s.cluster.provisioners, bad("provisioner")) {
 		if p.DeletionTimestamp != nil {
 			continue
 		}

@@ -11,6 +11,8 @@ type metrics struct {
 	intents       *prometheus.CounterVec
 	simulations   *prometheus.CounterVec
 	leader        prometheus.Gauge
+	// nominationsEnded counts pods scheduled again because their nomination ended.
+	nominationsEnded prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -31,7 +33,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Simulate requests answered, by result (ok, error)."}, []string{"result"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_scheduler_leader",
 			Help: "1 while this replica holds the scheduler Lease."}),
+		nominationsEnded: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_nominations_ended_total",
+			Help: "Pods scheduled again because their nomination ended: the claim went away, or its node was ready without room for them."}),
 	}
-	reg.MustRegister(m.solveSeconds, m.batches, m.podsScheduled, m.podsUnsched, m.claims, m.intents, m.simulations, m.leader)
+	reg.MustRegister(m.solveSeconds, m.batches, m.podsScheduled, m.podsUnsched, m.claims, m.intents, m.simulations, m.leader, m.nominationsEnded)
 	return m
 }

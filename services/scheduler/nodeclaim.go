@@ -201,10 +201,11 @@ func (s *scheduler) nominateAll(ctx context.Context, pods []*corev1.Pod, claim s
 	return g.Wait()
 }
 
-// nominate annotates the pod with the NodeClaim it waits for and tells it so in an event. A
-// pod deleted meanwhile is no error.
+// nominate annotates the pod with the NodeClaim it waits for and when, and tells it so in an
+// event. A pod deleted meanwhile is no error.
 func (s *scheduler) nominate(ctx context.Context, pod *corev1.Pod, claim string) error {
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, podproj.NominationAnnotation, claim)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, podproj.NominationAnnotation, claim,
+		podproj.NominatedAtAnnotation, s.now().UTC().Format(time.RFC3339))
 	_, err := s.rt.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

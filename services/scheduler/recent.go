@@ -54,10 +54,11 @@ func (r *recent) created(name string) bool {
 	return ok
 }
 
-func (r *recent) nomination(podUID string) string {
+func (r *recent) nomination(podUID string) (nomination, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.pods[podUID].claim
+	n, ok := r.pods[podUID]
+	return n, ok
 }
 
 func (r *recent) prune() {

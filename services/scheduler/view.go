@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -20,10 +21,10 @@ func (s *scheduler) read() (view, error) {
 		}
 	}
 	classes := map[string]*ec2v1.EC2NodeClass{}
-	for _, c := range fromUnstructured[ec2v1.EC2NodeClass](s.cluster.nodeClasses, bad("ec2nodeclass")) {
+	for _, c := range clusterstate.List[ec2v1.EC2NodeClass](s.cluster.nodeClasses, bad("ec2nodeclass")) {
 		classes[c.Name] = c
 	}
-	for _, np := range fromUnstructured[karpv1.NodePool](s.cluster.nodePools, bad("nodepool")) {
+	for _, np := range clusterstate.List[karpv1.NodePool](s.cluster.nodePools, bad("nodepool")) {
 		if np.DeletionTimestamp != nil {
 			continue
 		}
@@ -39,7 +40,7 @@ func (s *scheduler) read() (view, error) {
 	}
 	v.pools = append(v.pools, s.legacyPools(taken, bad)...)
 	sortPools(v.pools)
-	for _, nc := range fromUnstructured[karpv1.NodeClaim](s.cluster.nodeClaims, bad("nodeclaim")) {
+	for _, nc := range clusterstate.List[karpv1.NodeClaim](s.cluster.nodeClaims, bad("nodeclaim")) {
 		v.claims = append(v.claims, claimStateOf(nc))
 	}
 	return v, nil

@@ -164,11 +164,16 @@ type PodProjection struct {
 	// Host ports the pod's containers (init containers included) bind; two pods binding the
 	// same port, protocol and overlapping IP cannot share a node.
 	HostPorts []*HostPort `protobuf:"bytes,18,rep,name=host_ports,json=hostPorts,proto3" json:"host_ports,omitempty"`
-	// Name of the in-flight NodeClaim the pod has been nominated to, if any (empty otherwise).
+	// Name of the NodeClaim the pod was last nominated to, if any (empty otherwise). A pending pod
+	// is offered with it set when that nomination ended (the claim went away, or its node was
+	// ready without room for the pod); it is part of the batch id, so the offer is not taken for a
+	// duplicate of the one before the nomination.
 	NominatedNodeClaimName string `protobuf:"bytes,19,opt,name=nominated_node_claim_name,json=nominatedNodeClaimName,proto3" json:"nominated_node_claim_name,omitempty"`
 	// True if the pod has the annotation karpenter.sh/do-not-disrupt: "true"; its node must not
 	// be voluntarily disrupted while it runs.
-	DoNotDisrupt  bool `protobuf:"varint,20,opt,name=do_not_disrupt,json=doNotDisrupt,proto3" json:"do_not_disrupt,omitempty"`
+	DoNotDisrupt bool `protobuf:"varint,20,opt,name=do_not_disrupt,json=doNotDisrupt,proto3" json:"do_not_disrupt,omitempty"`
+	// When the pod was nominated to nominated_node_claim_name (unset when unknown).
+	NominatedAt   *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=nominated_at,json=nominatedAt,proto3" json:"nominated_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -341,6 +346,13 @@ func (x *PodProjection) GetDoNotDisrupt() bool {
 		return x.DoNotDisrupt
 	}
 	return false
+}
+
+func (x *PodProjection) GetNominatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NominatedAt
+	}
+	return nil
 }
 
 // PreferredSchedulingTerm is a weighted preferred node affinity term.
@@ -944,8 +956,7 @@ const file_fleetwright_pods_v1_pods_proto_rawDesc = "" +
 	"\x11window_close_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0fwindowCloseTime\x12\x1d\n" +
 	"\n" +
 	"watcher_id\x18\x04 \x01(\tR\twatcherId\x126\n" +
-	"\x04pods\x18\x05 \x03(\v2\".fleetwright.pods.v1.PodProjectionR\x04pods\"\xfc\n" +
-	"\n" +
+	"\x04pods\x18\x05 \x03(\v2\".fleetwright.pods.v1.PodProjectionR\x04pods\"\xbb\v\n" +
 	"\rPodProjection\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -968,7 +979,8 @@ const file_fleetwright_pods_v1_pods_proto_rawDesc = "" +
 	"\n" +
 	"host_ports\x18\x12 \x03(\v2\x1d.fleetwright.pods.v1.HostPortR\thostPorts\x129\n" +
 	"\x19nominated_node_claim_name\x18\x13 \x01(\tR\x16nominatedNodeClaimName\x12$\n" +
-	"\x0edo_not_disrupt\x18\x14 \x01(\bR\fdoNotDisrupt\x1a9\n" +
+	"\x0edo_not_disrupt\x18\x14 \x01(\bR\fdoNotDisrupt\x12=\n" +
+	"\fnominated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vnominatedAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
@@ -1078,19 +1090,20 @@ var file_fleetwright_pods_v1_pods_proto_depIdxs = []int32{
 	7,  // 13: fleetwright.pods.v1.PodProjection.owner:type_name -> fleetwright.pods.v1.OwnerReference
 	8,  // 14: fleetwright.pods.v1.PodProjection.volume_requirements:type_name -> fleetwright.pods.v1.VolumeRequirement
 	9,  // 15: fleetwright.pods.v1.PodProjection.host_ports:type_name -> fleetwright.pods.v1.HostPort
-	14, // 16: fleetwright.pods.v1.PreferredSchedulingTerm.preference:type_name -> fleetwright.common.v1.NodeSelectorTerm
-	4,  // 17: fleetwright.pods.v1.PodAffinity.required:type_name -> fleetwright.pods.v1.PodAffinityTerm
-	5,  // 18: fleetwright.pods.v1.PodAffinity.preferred:type_name -> fleetwright.pods.v1.WeightedPodAffinityTerm
-	16, // 19: fleetwright.pods.v1.PodAffinityTerm.label_selector:type_name -> fleetwright.common.v1.LabelSelector
-	16, // 20: fleetwright.pods.v1.PodAffinityTerm.namespace_selector:type_name -> fleetwright.common.v1.LabelSelector
-	4,  // 21: fleetwright.pods.v1.WeightedPodAffinityTerm.term:type_name -> fleetwright.pods.v1.PodAffinityTerm
-	16, // 22: fleetwright.pods.v1.TopologySpreadConstraint.label_selector:type_name -> fleetwright.common.v1.LabelSelector
-	17, // 23: fleetwright.pods.v1.VolumeRequirement.requirements:type_name -> fleetwright.common.v1.NodeSelectorRequirement
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	12, // 16: fleetwright.pods.v1.PodProjection.nominated_at:type_name -> google.protobuf.Timestamp
+	14, // 17: fleetwright.pods.v1.PreferredSchedulingTerm.preference:type_name -> fleetwright.common.v1.NodeSelectorTerm
+	4,  // 18: fleetwright.pods.v1.PodAffinity.required:type_name -> fleetwright.pods.v1.PodAffinityTerm
+	5,  // 19: fleetwright.pods.v1.PodAffinity.preferred:type_name -> fleetwright.pods.v1.WeightedPodAffinityTerm
+	16, // 20: fleetwright.pods.v1.PodAffinityTerm.label_selector:type_name -> fleetwright.common.v1.LabelSelector
+	16, // 21: fleetwright.pods.v1.PodAffinityTerm.namespace_selector:type_name -> fleetwright.common.v1.LabelSelector
+	4,  // 22: fleetwright.pods.v1.WeightedPodAffinityTerm.term:type_name -> fleetwright.pods.v1.PodAffinityTerm
+	16, // 23: fleetwright.pods.v1.TopologySpreadConstraint.label_selector:type_name -> fleetwright.common.v1.LabelSelector
+	17, // 24: fleetwright.pods.v1.VolumeRequirement.requirements:type_name -> fleetwright.common.v1.NodeSelectorRequirement
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_fleetwright_pods_v1_pods_proto_init() }

@@ -1,0 +1,61 @@
+// Package clusterstate is the services' shared read side of the cluster. Today it holds the
+// informer transform every service uses to read Karpenter's resources through dynamic
+// informers as typed objects; the cluster-state issue grows it into the one cache builder and
+// read model (nodes with their NodeClaims, pods by node, in-flight claims, pools).
+package clusterstate
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Typed returns an informer transform that converts each object a dynamic informer receives
+// into *T once, as it enters the cache, without its managed fields, so readers neither convert
+// on every read nor hold what no service reads. An object that does not convert stays
+// unstructured (a transform error would stall the informer's watch); List and Get report it.
+func Typed[T any, PT interface {
+	*T
+	metav1.Object
+}]() cache.TransformFunc {
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil
+		}
+		out := PT(new(T))
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+			u.SetManagedFields(nil)
+			return u, nil
+		}
+		out.SetManagedFields(nil)
+		return out, nil
+	}
+}
+
+// List returns the informer's objects of type *T; bad is called with the name of each object
+// that did not convert (see Typed) and the error converting it now.
+func List[T any](inf cache.SharedIndexInformer, bad func(name string, err error)) []*T {
+	var out []*T
+	for _, o := range inf.GetStore().List() {
+		if t, ok := o.(*T); ok {
+			out = append(out, t)
+			continue
+		}
+		if u, ok := o.(*unstructured.Unstructured); ok && bad != nil {
+			bad(u.GetName(), runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, new(T)))
+		}
+	}
+	return out
+}
+
+// Get returns the informer's object with the key (namespace/name, or name) if it is a *T.
+func Get[T any](inf cache.SharedIndexInformer, key string) (*T, bool) {
+	o, ok, err := inf.GetStore().GetByKey(key)
+	if err != nil || !ok {
+		return nil, false
+	}
+	t, ok := o.(*T)
+	return t, ok
+}

@@ -1,0 +1,160 @@
+package podproj
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+)
+
+// A nomination is the scheduler's promise of room on a NodeClaim to a pending pod. It is a hint
+// with an end: kube-scheduler does not read it, and may fill the claim's node with other pods.
+// The one rule for when a nomination holds, used by pod-watcher (whether to offer the pod) and
+// by the scheduler (whether the pod needs capacity, and whose room it takes):
+//
+//	no annotation, or the claim is gone or being deleted     → not nominated
+//	claim in flight (its node not ready yet)                 → live, until Limit after nomination
+//	claim's node ready, pod still pending                    → live for Grace after
+//	                                                           max(nominated at, node ready at),
+//	                                                           then expired: offer the pod again
+//
+// While live, the pod is not offered again and its requests count against the claim's room,
+// so a later batch is not planned onto room promised to it.
+
+// NominationAnnotation is set by the scheduler on each pod it planned room for: the NodeClaim
+// the pod waits on. NominatedAtAnnotation is when (RFC 3339).
+const (
+	NominationAnnotation  = "fleetwright.io/nominated-nodeclaim"
+	NominatedAtAnnotation = "fleetwright.io/nominated-at"
+)
+
+// Default bounds of a nomination (see NominationRule).
+const (
+	DefaultNominationGrace = 20 * time.Second
+	DefaultNominationLimit = 15 * time.Minute
+)
+
+// Claim is what the nomination rule needs to know of a NodeClaim.
+type Claim struct {
+	Name     string
+	Deleting bool
+	NodeName string
+	// ReadyAt is when the claim's node could first take pods (its Initialized condition); zero
+	// while the claim is in flight.
+	ReadyAt time.Time
+}
+
+// ClaimOf reads a NodeClaim for the nomination rule.
+func ClaimOf(nc *karpv1.NodeClaim) Claim {
+	c := Claim{Name: nc.Name, Deleting: nc.DeletionTimestamp != nil, NodeName: nc.Status.NodeName}
+	if cond := nc.Condition(karpv1.ConditionTypeInitialized); cond != nil && cond.Status == "True" {
+		c.ReadyAt = cond.LastTransitionTime.Time
+	}
+	return c
+}
+
+// NominationRule bounds nominations. Grace is how long a pod may stay pending once its claim's
+// node is ready (kube-scheduler needs a moment to bind a batch); Limit is the longest a
+// nomination to a claim still in flight holds.
+type NominationRule struct {
+	Grace, Limit time.Duration
+}
+
+// RegisterFlags adds the rule's bounds as flags with environment fallbacks (env reads one, as
+// service.EnvDuration does). pod-watcher and the scheduler both take them and must agree:
+// deploy/ sets them once, in the fleetwright-settings ConfigMap.
+func (r *NominationRule) RegisterFlags(fs *flag.FlagSet, env func(key string, def time.Duration) time.Duration) {
+	fs.DurationVar(&r.Grace, "nomination-grace", env("NOMINATION_GRACE", DefaultNominationGrace),
+		"offer a pod again once it is still pending this long after the node of the NodeClaim it was nominated to is ready (env NOMINATION_GRACE)")
+	fs.DurationVar(&r.Limit, "nomination-limit", env("NOMINATION_LIMIT", DefaultNominationLimit),
+		"end a nomination to a NodeClaim whose node is not ready after this long (env NOMINATION_LIMIT)")
+}
+
+// Validate checks the bounds.
+func (r NominationRule) Validate() error {
+	if r.Grace <= 0 || r.Limit <= 0 {
+		return fmt.Errorf("--nomination-grace and --nomination-limit must be positive")
+	}
+	return nil
+}
+
+// Nomination is a pod's nomination as the rule judges it at one instant.
+type Nomination struct {
+	Claim string    // the NodeClaim named on the pod; empty when it names none
+	At    time.Time // when the pod was nominated; zero if unknown
+	Live  bool
+	// Expires is when a live nomination ends if the pod is still pending; zero when only the
+	// claim's fate can end it.
+	Expires time.Time
+	// Expired says, for a nomination that ended, why: the text of the event the pod gets when it
+	// is offered again.
+	Expired string
+}
+
+// NominationOf reads the nomination annotations of a pod.
+func NominationOf(p *corev1.Pod) (claim string, at time.Time) {
+	claim = p.Annotations[NominationAnnotation]
+	if s := p.Annotations[NominatedAtAnnotation]; s != "" {
+		at, _ = time.Parse(time.RFC3339, s)
+	}
+	return claim, at
+}
+
+// Judge applies the rule to a nomination of a pod to claim at the given time; lookup finds a
+// NodeClaim by name.
+func (r NominationRule) Judge(claim string, at time.Time, lookup func(name string) (Claim, bool), now time.Time) Nomination {
+	n := Nomination{Claim: claim, At: at}
+	if claim == "" {
+		return n
+	}
+	c, ok := lookup(claim)
+	switch {
+	case !ok:
+		n.Expired = fmt.Sprintf("nodeclaim/%s it was nominated to no longer exists", claim)
+		return n
+	case c.Deleting:
+		n.Expired = fmt.Sprintf("nodeclaim/%s it was nominated to is being deleted", claim)
+		return n
+	}
+	if c.ReadyAt.IsZero() {
+		if at.IsZero() || r.Limit <= 0 {
+			n.Live = true
+			return n
+		}
+		n.Expires = at.Add(r.Limit)
+		n.Live = now.Before(n.Expires)
+		if !n.Live {
+			n.Expired = fmt.Sprintf("nodeclaim/%s it was nominated to %s ago has no ready node yet", claim, roundSeconds(now.Sub(at)))
+		}
+		return n
+	}
+	from := c.ReadyAt
+	if at.After(from) {
+		from = at
+	}
+	n.Expires = from.Add(r.Grace)
+	n.Live = now.Before(n.Expires)
+	if !n.Live {
+		n.Expired = fmt.Sprintf("nominated to nodeclaim/%s %s ago, but its node %s has been ready for %s without room for the pod (kube-scheduler placed other pods there)",
+			claim, roundSeconds(now.Sub(orNow(at, c.ReadyAt))), c.NodeName, roundSeconds(now.Sub(c.ReadyAt)))
+	}
+	return n
+}
+
+// JudgePod applies the rule to the pod's own nomination annotations.
+func (r NominationRule) JudgePod(p *corev1.Pod, lookup func(name string) (Claim, bool), now time.Time) Nomination {
+	claim, at := NominationOf(p)
+	return r.Judge(claim, at, lookup, now)
+}
+
+func orNow(at, fallback time.Time) time.Time {
+	if at.IsZero() {
+		return fallback
+	}
+	return at
+}
+
+func roundSeconds(d time.Duration) time.Duration { return d.Round(time.Second) }

@@ -1,0 +1,73 @@
+package podproj
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+)
+
+func TestNominationRule(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	rule := NominationRule{Grace: 20 * time.Second, Limit: 15 * time.Minute}
+	claims := map[string]Claim{
+		"in-flight": {Name: "in-flight"},
+		"deleting":  {Name: "deleting", Deleting: true},
+		"ready":     {Name: "ready", NodeName: "node-a", ReadyAt: t0.Add(10 * time.Second)},
+	}
+	lookup := func(name string) (Claim, bool) { c, ok := claims[name]; return c, ok }
+	for _, tc := range []struct {
+		name        string
+		claim       string
+		at, now     time.Time
+		live        bool
+		expires     time.Time
+		expiredText string
+	}{
+		{name: "no nomination", now: t0},
+		{name: "claim gone", claim: "gone", at: t0, now: t0, expiredText: "no longer exists"},
+		{name: "claim being deleted", claim: "deleting", at: t0, now: t0, expiredText: "being deleted"},
+		{name: "in flight", claim: "in-flight", at: t0, now: t0.Add(time.Minute), live: true, expires: t0.Add(15 * time.Minute)},
+		{name: "in flight without a time holds while the claim does", claim: "in-flight", now: t0.Add(time.Hour), live: true},
+		{name: "in flight past the limit", claim: "in-flight", at: t0, now: t0.Add(16 * time.Minute), expires: t0.Add(15 * time.Minute), expiredText: "has no ready node yet"},
+		{name: "node ready, within grace", claim: "ready", at: t0, now: t0.Add(29 * time.Second), live: true, expires: t0.Add(30 * time.Second)},
+		{name: "node ready, grace over: the pod is offered again", claim: "ready", at: t0, now: t0.Add(30 * time.Second),
+			expires: t0.Add(30 * time.Second), expiredText: "its node node-a has been ready for 20s without room"},
+		{name: "nominated after the node was ready: grace runs from the nomination", claim: "ready", at: t0.Add(time.Minute),
+			now: t0.Add(70 * time.Second), live: true, expires: t0.Add(80 * time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := rule.Judge(tc.claim, tc.at, lookup, tc.now)
+			assert.Equal(t, tc.claim, n.Claim)
+			assert.Equal(t, tc.live, n.Live)
+			assert.Equal(t, tc.expires, n.Expires)
+			if tc.expiredText == "" {
+				assert.Empty(t, n.Expired)
+			} else {
+				assert.Contains(t, n.Expired, tc.expiredText)
+			}
+		})
+	}
+}
+
+func TestNominationOfAndClaimOf(t *testing.T) {
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		NominationAnnotation: "default-abc", NominatedAtAnnotation: at.Format(time.RFC3339)}}}
+	claim, got := NominationOf(p)
+	assert.Equal(t, "default-abc", claim)
+	assert.True(t, got.Equal(at))
+
+	nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-abc"}, Status: karpv1.NodeClaimStatus{NodeName: "n1"}}
+	assert.Equal(t, Claim{Name: "default-abc", NodeName: "n1"}, ClaimOf(nc), "registered but not initialized: in flight")
+	nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized",
+		LastTransitionTime: metav1.NewTime(at)})
+	assert.True(t, ClaimOf(nc).ReadyAt.Equal(at))
+	now := metav1.NewTime(at)
+	nc.DeletionTimestamp = &now
+	assert.True(t, ClaimOf(nc).Deleting)
+}
