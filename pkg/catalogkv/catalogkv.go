@@ -86,8 +86,8 @@ type Watcher struct {
 	// snapshot is the catalog built at snapshotVersion: rebuilt only when an update arrived.
 	snapshot        *catalogv1.Catalog
 	snapshotVersion uint64
-	errs    int
-	readyCh chan struct{}
+	errs            int
+	readyCh         chan struct{}
 }
 
 // Watch starts following the bucket until ctx ends. Undecodable values are skipped and

@@ -204,8 +204,11 @@ func (s *scheduler) nominateAll(ctx context.Context, pods []*corev1.Pod, claim s
 // nominate annotates the pod with the NodeClaim it waits for and when, and tells it so in an
 // event. A pod deleted meanwhile is no error.
 func (s *scheduler) nominate(ctx context.Context, pod *corev1.Pod, claim string) error {
+	// The time as the annotation holds it (whole seconds), so this replica's memory of the
+	// nomination and pod-watcher's reading of the annotation end it at the same instant.
+	at := s.now().UTC().Truncate(time.Second)
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, podproj.NominationAnnotation, claim,
-		podproj.NominatedAtAnnotation, s.now().UTC().Format(time.RFC3339))
+		podproj.NominatedAtAnnotation, at.Format(time.RFC3339))
 	_, err := s.rt.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -213,7 +216,7 @@ func (s *scheduler) nominate(ctx context.Context, pod *corev1.Pod, claim string)
 	if err != nil {
 		return fmt.Errorf("nominating pod %s/%s to nodeclaim %s: %w", pod.Namespace, pod.Name, claim, err)
 	}
-	s.recent.addNomination(string(pod.UID), claim)
+	s.recent.addNomination(string(pod.UID), claim, at)
 	nominated(s.recorder, pod, "nodeclaim", claim)
 	return nil
 }

@@ -41,10 +41,10 @@ func (r *recent) forgetClaim(name string) {
 	delete(r.claims, name)
 }
 
-func (r *recent) addNomination(podUID, claim string) {
+func (r *recent) addNomination(podUID, claim string, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.pods[podUID] = nomination{claim: claim, at: r.now()}
+	r.pods[podUID] = nomination{claim: claim, at: at}
 }
 
 func (r *recent) created(name string) bool {

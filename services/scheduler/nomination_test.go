@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+)
+
+// Issue 17: nominations are hints with an end, and while they hold they hold room.
+//
+//	full-claim  → full-node  (500m allocatable, ready 1 min ago): "stale" pods nominated a minute
+//	                          ago; the grace is over, so they are scheduled again, told why, and
+//	                          get a claim of their own
+//	roomy-claim → roomy-node (2 CPU, ready now): "held" pods nominated now fill it; the stale
+//	                          pods must not be planned onto the room promised to them
+//	inflight-claim (launched, no node): "waiting" pod nominated to it is left alone
+func TestNominationsEndAndHoldRoom(t *testing.T) {
+	e := newEnv(t, "sched-nominations")
+	e.apply("deploy/examples/v1/default.yaml")
+	stale := e.pendingPods("stale", 2, "1")
+	held := e.pendingPods("held", 2, "1")
+	waiting := e.pendingPods("waiting", 1, "1")
+	now := time.Now().UTC().Truncate(time.Second)
+	e.readyClaim("full-claim", "full-node", "500m", now.Add(-time.Minute))
+	e.readyClaim("roomy-claim", "roomy-node", "2", now)
+	e.createClaim("inflight-claim", true)
+	e.nominateTo(stale, "full-claim", now.Add(-time.Minute))
+	e.nominateTo(held, "roomy-claim", now)
+	e.nominateTo(waiting, "inflight-claim", now)
+	// Started now, the scheduler's caches begin from a list that shows all of the above.
+	e.start("nominations", "--nomination-grace", "30s")
+
+	all := append(append(e.refresh(stale), e.refresh(held)...), e.refresh(waiting)...)
+	e.publishBatch("nominations-1", all)
+	e.batchesDone(1)
+
+	fresh := map[string]bool{}
+	for _, c := range e.nodeClaims() {
+		if c.Annotations[batchAnnotation] == "nominations-1" {
+			fresh[c.Name] = true
+		}
+	}
+	require.NotEmpty(t, fresh, "the stale pods get new capacity")
+	for _, p := range e.refresh(stale) {
+		assert.True(t, fresh[p.Annotations[podproj.NominationAnnotation]],
+			"pod %s is nominated to a new claim (%s), not to the full node or the room promised on the roomy one", p.Name, p.Annotations[podproj.NominationAnnotation])
+	}
+	e.eventsSay(stale, reasonFailedScheduling, "Scheduling pod again: nominated to nodeclaim/full-claim")
+	for _, p := range e.refresh(held) {
+		assert.Equal(t, "roomy-claim", p.Annotations[podproj.NominationAnnotation], "a live nomination is left alone")
+	}
+	for _, p := range e.refresh(waiting) {
+		assert.Equal(t, "inflight-claim", p.Annotations[podproj.NominationAnnotation], "a live nomination is left alone")
+	}
+	for _, m := range e.podEvents(held[0], reasonFailedScheduling) {
+		assert.NotContains(t, m, "Scheduling pod again", "a pod whose nomination holds is not told it ended")
+	}
+	assert.Contains(t, e.logs.String(), "found 2 provisionable pod(s)", "only the stale pods needed capacity")
+}
+
+// readyClaim makes a launched claim whose node registered and became ready at readyAt: a Node
+// with the given CPU (tainted uninitialized, so kube-scheduler leaves it alone; the scheduler
+// ignores that taint as the node lifecycle's own) and the claim's Initialized condition.
+func (e *env) readyClaim(claim, node, cpu string, readyAt time.Time) {
+	e.t.Helper()
+	nc := e.createClaim(claim, true)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{
+		karpv1.NodePoolLabelKey: "default", corev1.LabelInstanceTypeStable: "t4g.medium", corev1.LabelTopologyZone: "us-east-1a",
+		karpv1.CapacityTypeLabelKey: "on-demand", corev1.LabelArchStable: "arm64", corev1.LabelOSStable: "linux"}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule}}}}
+	_, err := e.kube.CoreV1().Nodes().Create(e.ctx, n, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = e.kube.CoreV1().Nodes().Delete(e.ctx, node, metav1.DeleteOptions{}) })
+	rl := fmt.Sprintf(`{"cpu":%q,"memory":"4Gi","pods":"110"}`, cpu)
+	patch := fmt.Sprintf(`{"status":{"capacity":%s,"allocatable":%s}}`, rl, rl)
+	_, err = e.kube.CoreV1().Nodes().Patch(e.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+	require.NoError(e.t, err)
+
+	u, err := e.dyn.Resource(nodeClaimsGVR).Get(e.ctx, nc.Name, metav1.GetOptions{})
+	require.NoError(e.t, err)
+	var cur karpv1.NodeClaim
+	require.NoError(e.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cur))
+	cur.Status.NodeName = node
+	cur.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized",
+		LastTransitionTime: metav1.NewTime(readyAt)})
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cur)
+	require.NoError(e.t, err)
+	_, err = e.dyn.Resource(nodeClaimsGVR).UpdateStatus(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{})
+	require.NoError(e.t, err)
+}
+
+// nominateTo annotates the pods as the scheduler does when it nominates them.
+func (e *env) nominateTo(pods []*corev1.Pod, claim string, at time.Time) {
+	e.t.Helper()
+	for _, p := range pods {
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, podproj.NominationAnnotation, claim,
+			podproj.NominatedAtAnnotation, at.Format(time.RFC3339))
+		_, err := e.kube.CoreV1().Pods(p.Namespace).Patch(e.ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		require.NoError(e.t, err)
+	}
+}
+
+// refresh reads the pods again.
+func (e *env) refresh(pods []*corev1.Pod) []*corev1.Pod {
+	e.t.Helper()
+	out := make([]*corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		got, err := e.kube.CoreV1().Pods(p.Namespace).Get(e.ctx, p.Name, metav1.GetOptions{})
+		require.NoError(e.t, err)
+		out = append(out, got)
+	}
+	return out
+}
