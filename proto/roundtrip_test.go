@@ -304,6 +304,7 @@ func podProjection() *podsv1.PodProjection {
 		PriorityClassName:      "high",
 		HostPorts:              []*podsv1.HostPort{{Port: 8080, Protocol: "TCP", HostIp: "0.0.0.0"}},
 		NominatedNodeClaimName: "default-x7k2p",
+		NominatedAt:            timestamppb.New(t0),
 		DoNotDisrupt:           true,
 	}
 }

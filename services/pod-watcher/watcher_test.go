@@ -18,12 +18,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 	"github.com/fleetwright/fleetwright/tools/e2e"
+	"github.com/fleetwright/fleetwright/tools/localcluster"
 	"github.com/fleetwright/fleetwright/tools/localcluster/clustertest"
 )
 
@@ -46,28 +48,10 @@ func deployment(ns, name string, replicas int32, cpu string) *appsv1.Deployment 
 // Unschedulable pods are published as one batch with their projection; pods nominated to an
 // existing NodeClaim are not offered again; a DaemonSet's pods never are.
 func TestWatcherPublishesPendingPodsInBatches(t *testing.T) {
-	c := e2e.Cluster(t)
-	client, err := c.Client()
-	require.NoError(t, err)
-	srv := bustest.RunServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
 	ns := "watcher-test"
-	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	ctx, c, client, cons := startWatcher(t, ns, "--resync", "4s")
 
-	done := make(chan error, 1)
-	wctx, stop := context.WithCancel(ctx)
-	go func() {
-		done <- run(wctx, []string{"--nats-url", srv.ClientURL(), "--kubeconfig", c.Kubeconfig, "--admin-addr", "127.0.0.1:0",
-			"--batch-idle", "300ms", "--batch-max", "3s", "--resync", "4s", "--watcher-id", "w1"})
-	}()
-	defer func() { stop(); require.NoError(t, <-done) }()
-
-	_, cons := consumer(t, ctx, srv.ClientURL())
-
-	_, err = client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "inflate", 3, "1"), metav1.CreateOptions{})
+	_, err := client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "inflate", 3, "1"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns}, Spec: appsv1.DaemonSetSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "agent"}},
@@ -109,6 +93,29 @@ func TestWatcherPublishesPendingPodsInBatches(t *testing.T) {
 	}, time.Minute, 10*time.Millisecond, "a pod whose NodeClaim is gone is pending again")
 }
 
+// startWatcher runs pod-watcher in-process against the shared control plane and its own NATS
+// server (300 ms idle / 3 s max windows, plus extra flags), makes the test's namespace, and
+// returns a consumer of the batches; the watcher stops when the test ends.
+func startWatcher(t *testing.T, ns string, extra ...string) (context.Context, *localcluster.Cluster, kubernetes.Interface, jetstream.Consumer) {
+	t.Helper()
+	c := e2e.Cluster(t)
+	client, err := c.Client()
+	require.NoError(t, err)
+	srv := bustest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	wctx, stop := context.WithCancel(ctx)
+	args := append([]string{"--nats-url", srv.ClientURL(), "--kubeconfig", c.Kubeconfig, "--admin-addr", "127.0.0.1:0",
+		"--batch-idle", "300ms", "--batch-max", "3s", "--watcher-id", "w1"}, extra...)
+	go func() { done <- run(wctx, args) }()
+	t.Cleanup(func() { stop(); require.NoError(t, <-done) })
+	_, cons := consumer(t, ctx, srv.ClientURL())
+	return ctx, c, client, cons
+}
+
 func containsPod(b *podsv1.PendingPodBatch, uid string) bool {
 	for _, p := range b.Pods {
 		if p.Uid == uid {
@@ -147,26 +154,10 @@ func nextBatch(t *testing.T, ctx context.Context, cons jetstream.Consumer) *pods
 // but that is still pending after the grace is offered again; so is one nominated to a claim
 // that is being deleted. The resync is ten minutes, so only the nomination rule can offer them.
 func TestWatcherEndsNominations(t *testing.T) {
-	c := e2e.Cluster(t)
-	client, err := c.Client()
-	require.NoError(t, err)
-	srv := bustest.RunServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
 	ns := "nomination-test"
-	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	done := make(chan error, 1)
-	wctx, stop := context.WithCancel(ctx)
-	go func() {
-		done <- run(wctx, []string{"--nats-url", srv.ClientURL(), "--kubeconfig", c.Kubeconfig, "--admin-addr", "127.0.0.1:0",
-			"--batch-idle", "300ms", "--batch-max", "3s", "--resync", "10m", "--nomination-grace", "2s", "--watcher-id", "w1"})
-	}()
-	defer func() { stop(); require.NoError(t, <-done) }()
-	_, cons := consumer(t, ctx, srv.ClientURL())
+	ctx, c, client, cons := startWatcher(t, ns, "--resync", "10m", "--nomination-grace", "2s")
 
-	_, err = client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "held", 2, "1"), metav1.CreateOptions{})
+	_, err := client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "held", 2, "1"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	batch := nextBatchIn(t, ctx, cons, ns)
 	require.Len(t, batch.Pods, 2)

@@ -32,9 +32,7 @@ const bigPods = "app=big"
 
 // TestLargeDeploymentAllRun: a wide pool and one Deployment scaled 0 → 500.
 func TestLargeDeploymentAllRun(t *testing.T) {
-	s := e2e.NewStack(t, nil)
-	s.Apply("tools/e2e/testdata/wide-pool.yaml")
-	createBig(t, s)
+	s := wideStack(t)
 	start := time.Now()
 	scaleBig(t, s, 500)
 	allRunning(t, s, 500, 8*time.Minute)
@@ -45,9 +43,7 @@ func TestLargeDeploymentAllRun(t *testing.T) {
 // registering, so the second batch is planned against in-flight claims and nodes that are
 // filling up.
 func TestLargeDeploymentScaledInTwoSteps(t *testing.T) {
-	s := e2e.NewStack(t, nil)
-	s.Apply("tools/e2e/testdata/wide-pool.yaml")
-	createBig(t, s)
+	s := wideStack(t)
 	start := time.Now()
 	scaleBig(t, s, 200)
 	require.Eventually(t, func() bool { return len(nodeClaims(t, s)) > 0 }, 2*time.Minute, 50*time.Millisecond,
@@ -62,6 +58,14 @@ func TestLargeDeploymentScaledInTwoSteps(t *testing.T) {
 	scaleBig(t, s, 500)
 	allRunning(t, s, 500, 8*time.Minute)
 	reportFleet(t, s, 500, time.Since(start))
+}
+
+// wideStack is a stack with the wide pool and the big Deployment at zero replicas.
+func wideStack(t *testing.T) *e2e.Stack {
+	s := e2e.NewStack(t, nil)
+	s.Apply("tools/e2e/testdata/wide-pool.yaml")
+	createBig(t, s)
+	return s
 }
 
 // createBig creates the Deployment the user made with
