@@ -10,12 +10,16 @@ export GONOSUMDB := k8s.io/kubernetes,k8s.io/controller-manager
 
 SERVICES := pod-watcher scheduler launcher terminator
 PACKAGES := ./pkg/... ./proto/... $(foreach s,$(SERVICES),./services/$(s)/...) ./tools/...
+MODULES  := proto pkg tools $(foreach s,$(SERVICES),services/$(s)) tools/devtools
 LOCAL    := .local
 BIN      := $(LOCAL)/bin
+# Code generators and linters, pinned in tools/devtools (a module outside go.work), built here.
+DEVTOOLS := $(CURDIR)/$(LOCAL)/tools
+export PATH := $(DEVTOOLS):$(PATH)
 FUZZTIME ?= 15s
 TEST_TIMEOUT ?= 60m
 
-.PHONY: build test unit fuzz lint proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean
+.PHONY: build test unit fuzz lint tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean
 
 build: ## compile every module, services into bin/
 	go build $(PACKAGES)
@@ -33,7 +37,7 @@ stack-bin:
 	go build -o $(BIN)/ ./tools/stack ./tools/awsemu/cmd/awsemu $(foreach s,$(STACK_SERVICES),./services/$(s))
 	go build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
 
-test: proto-check crds-check cluster-bin unit fuzz ## what CI runs
+test: tidy-check proto-check crds-check cluster-bin unit fuzz ## what CI runs
 
 unit:
 	go test -count=1 -timeout $(TEST_TIMEOUT) $(PACKAGES)
@@ -48,38 +52,52 @@ fuzz:
 	  done; \
 	done
 
-lint: ## go vet, staticcheck (pinned in tools/go.mod), buf lint and breaking-change check
+lint: tidy-check devtools ## go vet, staticcheck, buf lint and breaking-change check (tools pinned in tools/devtools)
 	go vet $(PACKAGES)
-	go tool staticcheck $(PACKAGES)
-	cd proto && go tool buf lint
+	staticcheck $(PACKAGES)
+	cd proto && buf lint
 	@if git rev-parse --verify -q main >/dev/null && git cat-file -e main:proto/buf.yaml 2>/dev/null; then \
-	  cd proto && go tool buf breaking --against '../.git#branch=main,subdir=proto'; \
+	  cd proto && buf breaking --against '../.git#branch=main,subdir=proto'; \
 	else echo "buf breaking: no proto on main yet, nothing to compare"; fi
 
-proto: ## regenerate proto/gen from proto/**/*.proto
-	cd proto && rm -rf gen && go tool buf generate
+tidy: ## go mod tidy in every module
+	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy); done
 
-proto-check: ## fail if the committed generated code is stale
+tidy-check: ## fail if a module is not tidy, or a service does not build on its own (without go.work)
+	@for m in $(MODULES); do \
+	  if ! (cd $$m && GOWORK=off go mod tidy -diff); then echo "$$m: go.mod/go.sum not tidy: run 'make tidy' and commit the result"; exit 1; fi; \
+	done; echo "every module is tidy"
+	@for s in $(SERVICES); do (cd services/$$s && GOWORK=off go build -o /dev/null .) || { echo "services/$$s does not build without go.work"; exit 1; }; done; \
+	echo "every service builds on its own"
+
+devtools: ## buf, protoc-gen-go, staticcheck and controller-gen, built once into .local/tools
+	@GOWORK=off go -C tools/devtools build -o $(DEVTOOLS)/ github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/protoc-gen-go \
+	  honnef.co/go/tools/cmd/staticcheck sigs.k8s.io/controller-tools/cmd/controller-gen
+
+proto: devtools ## regenerate proto/gen from proto/**/*.proto
+	cd proto && rm -rf gen && buf generate
+
+proto-check: devtools ## fail if the committed generated code is stale
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
-	(cd proto && go tool buf generate -o $$tmp); \
+	(cd proto && buf generate -o $$tmp); \
 	if ! diff -r $$tmp/gen proto/gen >/dev/null; then \
 	  diff -r $$tmp/gen proto/gen | head -20; \
 	  echo "proto/gen is stale: run 'make proto' and commit the result"; exit 1; \
 	fi; echo "proto/gen is up to date"
 
-crds: ## regenerate deepcopy and deploy/crds from pkg/apis (controller-gen pinned in tools/go.mod)
-	go tool controller-gen object paths=./pkg/apis/...
+crds: devtools ## regenerate deepcopy and deploy/crds from pkg/apis (controller-gen pinned in tools/devtools)
+	controller-gen object paths=./pkg/apis/...
 	rm -f deploy/crds/*_*.yaml
-	go tool controller-gen crd paths=./pkg/apis/... output:crd:artifacts:config=deploy/crds
+	controller-gen crd paths=./pkg/apis/... output:crd:artifacts:config=deploy/crds
 
-crds-check: ## fail if deploy/crds or the generated deepcopy are stale
+crds-check: devtools ## fail if deploy/crds or the generated deepcopy are stale
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
-	go tool controller-gen crd paths=./pkg/apis/... output:crd:artifacts:config=$$tmp/crds; \
+	controller-gen crd paths=./pkg/apis/... output:crd:artifacts:config=$$tmp/crds; \
 	if ! diff -r -x kustomization.yaml $$tmp/crds deploy/crds >/dev/null; then \
 	  diff -r -x kustomization.yaml $$tmp/crds deploy/crds | head -20; \
 	  echo "deploy/crds is stale: run 'make crds' and commit the result"; exit 1; fi; \
 	for f in $$(find pkg/apis -name zz_generated.deepcopy.go); do mkdir -p $$tmp/dc/$$(dirname $$f); cp $$f $$tmp/dc/$$f; done; \
-	go tool controller-gen object paths=./pkg/apis/...; \
+	controller-gen object paths=./pkg/apis/...; \
 	for f in $$(find pkg/apis -name zz_generated.deepcopy.go); do \
 	  if ! cmp -s $$f $$tmp/dc/$$f; then cp $$tmp/dc/$$f $$f; echo "$$f is stale: run 'make crds' and commit the result"; exit 1; fi; done; \
 	echo "deploy/crds and deepcopy are up to date"

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -258,4 +260,23 @@ func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// The NATS that deploy/ and docker-compose.yaml ship is the version every test runs
+// in-process (the nats-server module in go.mod), so the shipped configuration and permissions
+// are the ones proven here.
+func TestShippedNATSVersionIsTheTestedOne(t *testing.T) {
+	mod, err := os.ReadFile(filepath.Join(root(t), "tools", "go.mod"))
+	require.NoError(t, err)
+	req := regexp.MustCompile(`(?m)^\s*github\.com/nats-io/nats-server/v2 v([0-9.]+)\s*$`).FindSubmatch(mod)
+	require.NotNil(t, req, "tools/go.mod requires the nats-server the tests run")
+	tested := string(req[1])
+	image := regexp.MustCompile(`image:\s*nats:([0-9.]+)`)
+	for _, f := range []string{filepath.Join(natsDir(t), "statefulset.yaml"), filepath.Join(root(t), "docker-compose.yaml")} {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		m := image.FindSubmatch(b)
+		require.NotNil(t, m, "%s names a nats image", f)
+		assert.Equal(t, tested, string(m[1]), "%s ships the nats-server version the tests run", f)
+	}
 }
