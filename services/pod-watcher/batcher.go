@@ -41,6 +41,9 @@ func (b *batcher) add(p *podsv1.PodProjection, now time.Time) {
 // remove drops a pod that stopped being pending before the window closed.
 func (b *batcher) remove(uid string) { delete(b.pods, uid) }
 
+// has reports whether the pod is in the open window.
+func (b *batcher) has(uid string) bool { _, ok := b.pods[uid]; return ok }
+
 // size is the number of pods in the open window.
 func (b *batcher) size() int { return len(b.pods) }
 

@@ -183,7 +183,7 @@ func (w *watcher) observe(obj any) {
 		w.batcher.remove(string(pod.UID))
 		return
 	}
-	if nom.Expired != "" {
+	if nom.Expired != "" && !w.batcher.has(string(pod.UID)) {
 		w.metrics.nominationsExpired.Inc()
 		w.rt.Log.Debug().Str("pod", pod.Namespace+"/"+pod.Name).Str("why", nom.Expired).Msg("offering pod again: its nomination ended")
 	}

@@ -115,9 +115,14 @@ func (s *scheduler) provisionable(ctx context.Context, batch *podsv1.PendingPodB
 		}
 	}
 	deadline := s.now().Add(s.cfg.CacheWait)
+	ended := 0
 	for {
 		for uid, p := range waiting {
-			switch pod, verdict := s.classify(p); verdict {
+			pod, verdict, again := s.classify(p)
+			if again {
+				ended++
+			}
+			switch verdict {
 			case podProvisionable:
 				kube[uid] = pod
 				delete(waiting, uid)
@@ -132,6 +137,9 @@ func (s *scheduler) provisionable(ctx context.Context, batch *podsv1.PendingPodB
 		case <-ctx.Done():
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+	if ended > 0 {
+		s.rt.Log.Info().Str("batch", batch.GetBatchId()).Msgf("scheduling %d pod(s) again: their nomination ended (see their FailedScheduling events)", ended)
 	}
 	var out []scheduling.Pod
 	for _, uid := range order {
@@ -150,31 +158,33 @@ const (
 	podNotYet                   // the cache has not caught up with the batch
 )
 
-func (s *scheduler) classify(p *podsv1.PodProjection) (*corev1.Pod, podVerdict) {
+// classify judges one pod of a batch by the cache; again reports a provisionable pod whose
+// nomination ended (it is told why in an event).
+func (s *scheduler) classify(p *podsv1.PodProjection) (pod *corev1.Pod, verdict podVerdict, again bool) {
 	pod, ok := s.cluster.pod(p.GetNamespace(), p.GetName())
 	switch {
 	case !ok:
-		return nil, podNotYet
+		return nil, podNotYet, false
 	case string(pod.UID) != p.GetUid():
-		return nil, podDone // replaced by a pod of the same name
+		return nil, podDone, false // replaced by a pod of the same name
 	}
 	if pending, _ := podproj.Pending(pod); pending {
 		nom := s.nomination(pod)
 		if nom.Live {
-			return nil, podDone // room is planned for it already
+			return nil, podDone, false // room is planned for it already
 		}
 		if nom.Expired != "" {
 			s.metrics.nominationsEnded.Inc()
 			offeredAgain(s.recorder, pod, nom.Expired)
 		}
-		return pod, podProvisionable
+		return pod, podProvisionable, nom.Expired != ""
 	}
 	unbound := pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil &&
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 	if unbound && !podproj.Unschedulable(pod) {
-		return nil, podNotYet
+		return nil, podNotYet, false
 	}
-	return nil, podDone
+	return nil, podDone, false
 }
 
 // nomination judges the pod's nomination by the one rule pod-watcher also applies: its

@@ -67,6 +67,7 @@ func TestNominationsEndAndHoldRoom(t *testing.T) {
 		assert.NotContains(t, m, "Scheduling pod again", "a pod whose nomination holds is not told it ended")
 	}
 	assert.Contains(t, e.logs.String(), "found 2 provisionable pod(s)", "only the stale pods needed capacity")
+	assert.Contains(t, e.logs.String(), "scheduling 2 pod(s) again: their nomination ended")
 }
 
 // readyClaim makes a launched claim whose node registered and became ready at readyAt: a Node
