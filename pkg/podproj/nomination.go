@@ -16,6 +16,8 @@ import (
 // by the scheduler (whether the pod needs capacity, and whose room it takes):
 //
 //	no annotation, or the claim is gone or being deleted     → not nominated
+//	the scheduler recorded that the node cannot honour it    → ended (NominationEndedAnnotation:
+//	                                                           its bound pods leave no room)
 //	claim in flight (its node not ready yet)                 → live, until Limit after nomination
 //	claim's node ready, pod still pending                    → live for Grace after
 //	                                                           max(nominated at, node ready at),
@@ -25,10 +27,13 @@ import (
 // so a later batch is not planned onto room promised to it.
 
 // NominationAnnotation is set by the scheduler on each pod it planned room for: the NodeClaim
-// the pod waits on. NominatedAtAnnotation is when (RFC 3339).
+// the pod waits on. NominatedAtAnnotation is when (RFC 3339). NominationEndedAnnotation is set
+// by the scheduler when it finds the claim's node cannot honour the nomination, and says why; a
+// new nomination clears it.
 const (
-	NominationAnnotation  = "fleetwright.io/nominated-nodeclaim"
-	NominatedAtAnnotation = "fleetwright.io/nominated-at"
+	NominationAnnotation      = "fleetwright.io/nominated-nodeclaim"
+	NominatedAtAnnotation     = "fleetwright.io/nominated-at"
+	NominationEndedAnnotation = "fleetwright.io/nomination-ended"
 )
 
 // Default bounds of a nomination (see NominationRule).
@@ -144,9 +149,13 @@ func (r NominationRule) Judge(claim string, at time.Time, lookup func(name strin
 	return n
 }
 
-// JudgePod applies the rule to the pod's own nomination annotations.
+// JudgePod applies the rule to the pod's own nomination annotations: a nomination the scheduler
+// recorded as ended is over, whatever the clock says.
 func (r NominationRule) JudgePod(p *corev1.Pod, lookup func(name string) (Claim, bool), now time.Time) Nomination {
 	claim, at := NominationOf(p)
+	if why := p.Annotations[NominationEndedAnnotation]; why != "" && claim != "" {
+		return Nomination{Claim: claim, At: at, Expired: why}
+	}
 	return r.Judge(claim, at, lookup, now)
 }
 

@@ -54,6 +54,20 @@ func TestNominationRule(t *testing.T) {
 	}
 }
 
+func TestJudgePodHonoursAnEndedNomination(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	rule := NominationRule{Grace: time.Hour, Limit: time.Hour}
+	lookup := func(name string) (Claim, bool) { return Claim{Name: name}, true } // in flight: live by the clock
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+		NominationAnnotation: "claim-a", NominatedAtAnnotation: t0.Format(time.RFC3339)}}}
+	assert.True(t, rule.JudgePod(p, lookup, t0).Live)
+	p.Annotations[NominationEndedAnnotation] = "its node has no room left for it"
+	n := rule.JudgePod(p, lookup, t0)
+	assert.False(t, n.Live, "the scheduler's record ends it at once")
+	assert.Equal(t, "claim-a", n.Claim)
+	assert.Equal(t, "its node has no room left for it", n.Expired)
+}
+
 func TestNominationOfAndClaimOf(t *testing.T) {
 	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{

@@ -175,6 +175,16 @@ func (c *cluster) allNodes() []*corev1.Node {
 	return typedList[corev1.Node](c.nodes)
 }
 
+// node returns the cached node, if the cache has it.
+func (c *cluster) node(name string) (*corev1.Node, bool) {
+	o, ok, err := c.nodes.GetStore().GetByKey(name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	n, ok := o.(*corev1.Node)
+	return n, ok
+}
+
 func (c *cluster) allDaemonSets() []*appsv1.DaemonSet {
 	return typedList[appsv1.DaemonSet](c.daemonSets)
 }

@@ -21,8 +21,10 @@ type config struct {
 	UnavailableReplay time.Duration
 	MaxInstanceTypes  int
 	CacheWait         time.Duration
-	// Nomination bounds how long a pod nominated to a NodeClaim holds the room planned for it.
-	Nomination podproj.NominationRule
+	// Nomination bounds how long a pod nominated to a NodeClaim holds the room planned for it;
+	// NominationCheck is how often the leader ends nominations ready nodes cannot honour.
+	Nomination      podproj.NominationRule
+	NominationCheck time.Duration
 }
 
 func parseConfig(args []string) (config, error) {
@@ -40,6 +42,8 @@ func parseConfig(args []string) (config, error) {
 	fs.IntVar(&c.MaxInstanceTypes, "max-instance-types", service.EnvInt("MAX_INSTANCE_TYPES", 60), "instance types offered per NodeClaim, cheapest first (env MAX_INSTANCE_TYPES)")
 	fs.DurationVar(&c.CacheWait, "cache-wait", service.EnvDuration("CACHE_WAIT", 2*time.Second), "how long a batch waits for the pod cache to show its pods pending (env CACHE_WAIT)")
 	c.Nomination.RegisterFlags(fs, service.EnvDuration)
+	fs.DurationVar(&c.NominationCheck, "nomination-check", service.EnvDuration("NOMINATION_CHECK_INTERVAL", 2*time.Second),
+		"how often the leader ends the nominations of pods a ready node has no room left for (env NOMINATION_CHECK_INTERVAL)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -50,8 +54,8 @@ func parseConfig(args []string) (config, error) {
 	if c.LeaseDuration <= c.RenewDeadline || c.RenewDeadline <= c.RetryPeriod || c.RetryPeriod <= 0 {
 		errs = append(errs, errors.New("need --lease-duration > --renew-deadline > --retry-period > 0"))
 	}
-	if c.Reconcile <= 0 {
-		errs = append(errs, errors.New("--reconcile-interval must be positive"))
+	if c.Reconcile <= 0 || c.NominationCheck <= 0 {
+		errs = append(errs, errors.New("--reconcile-interval and --nomination-check must be positive"))
 	}
 	if err := c.Nomination.Validate(); err != nil {
 		errs = append(errs, err)

@@ -193,9 +193,9 @@ func (s *scheduler) classify(p *podsv1.PodProjection) (pod *corev1.Pod, verdict 
 func (s *scheduler) nomination(pod *corev1.Pod) podproj.Nomination {
 	claim, at := podproj.NominationOf(pod)
 	if n, ok := s.recent.nomination(string(pod.UID)); ok && (claim == "" || n.at.After(at)) {
-		claim, at = n.claim, n.at
+		return s.cfg.Nomination.Judge(n.claim, n.at, s.claimOrRecent, s.now()) // newer than the cache shows
 	}
-	return s.cfg.Nomination.Judge(claim, at, s.claimOrRecent, s.now())
+	return s.cfg.Nomination.JudgePod(pod, s.claimOrRecent, s.now())
 }
 
 // claimOrRecent looks a NodeClaim up in the cache, or among those this replica created.

@@ -11,8 +11,10 @@ type metrics struct {
 	intents       *prometheus.CounterVec
 	simulations   *prometheus.CounterVec
 	leader        prometheus.Gauge
-	// nominationsEnded counts pods scheduled again because their nomination ended.
-	nominationsEnded prometheus.Counter
+	// nominationsEnded counts pods scheduled again because their nomination ended;
+	// nominationsEndedEarly the nominations this replica ended because the node had no room.
+	nominationsEnded      prometheus.Counter
+	nominationsEndedEarly prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -36,6 +38,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		nominationsEnded: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_nominations_ended_total",
 			Help: "Pods scheduled again because their nomination ended: the claim went away, or its node was ready without room for them."}),
 	}
-	reg.MustRegister(m.solveSeconds, m.batches, m.podsScheduled, m.podsUnsched, m.claims, m.intents, m.simulations, m.leader, m.nominationsEnded)
+	m.nominationsEndedEarly = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_nominations_ended_early_total",
+		Help: "Nominations the scheduler ended because the claim's ready node had no room left for the pod (kube-scheduler placed others there)."})
+	reg.MustRegister(m.solveSeconds, m.batches, m.podsScheduled, m.podsUnsched, m.claims, m.intents, m.simulations, m.leader,
+		m.nominationsEnded, m.nominationsEndedEarly)
 	return m
 }

@@ -207,8 +207,8 @@ func (s *scheduler) nominate(ctx context.Context, pod *corev1.Pod, claim string)
 	// The time as the annotation holds it (whole seconds), so this replica's memory of the
 	// nomination and pod-watcher's reading of the annotation end it at the same instant.
 	at := s.now().UTC().Truncate(time.Second)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, podproj.NominationAnnotation, claim,
-		podproj.NominatedAtAnnotation, at.Format(time.RFC3339))
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q,%q:null}}}`, podproj.NominationAnnotation, claim,
+		podproj.NominatedAtAnnotation, at.Format(time.RFC3339), podproj.NominationEndedAnnotation)
 	_, err := s.rt.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -122,4 +123,38 @@ func (e *env) refresh(pods []*corev1.Pod) []*corev1.Pod {
 		out = append(out, got)
 	}
 	return out
+}
+
+// A ready node that kube-scheduler filled with other pods cannot honour every nomination to it:
+// the leader ends the ones that do not fit (oldest nomination kept first) without waiting for
+// the grace, says why on the pod, and a new nomination clears that record.
+func TestNominationsANodeCannotHonourEnd(t *testing.T) {
+	e := newEnv(t, "sched-overflow")
+	e.apply("deploy/examples/v1/default.yaml")
+	held := e.pendingPods("held", 2, "1")
+	now := time.Now().UTC().Truncate(time.Second)
+	e.readyClaim("crowded-claim", "crowded-node", "2", now)
+	foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: e.ns}, Spec: corev1.PodSpec{
+		NodeName:   "crowded-node",
+		Containers: []corev1.Container{{Name: "c", Image: "pause", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+	_, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, foreign, metav1.CreateOptions{})
+	require.NoError(t, err)
+	e.nominateTo(held[:1], "crowded-claim", now.Add(-10*time.Second))
+	e.nominateTo(held[1:], "crowded-claim", now)
+	e.start("overflow", "--nomination-grace", "1h", "--nomination-check", "200ms")
+
+	require.Eventually(t, func() bool {
+		return e.refresh(held[1:])[0].Annotations[podproj.NominationEndedAnnotation] != ""
+	}, time.Minute, 100*time.Millisecond, "the newer nomination, which no longer fits, is ended")
+	ended := e.refresh(held)
+	assert.Contains(t, ended[1].Annotations[podproj.NominationEndedAnnotation], "its node crowded-node (nodeclaim/crowded-claim) has no room left for it")
+	assert.Empty(t, ended[0].Annotations[podproj.NominationEndedAnnotation], "the older nomination fits in what the foreign pod left")
+
+	e.publishBatch("overflow-1", ended)
+	e.eventsSay(held[1:], reasonFailedScheduling, "Scheduling pod again: its node crowded-node (nodeclaim/crowded-claim) has no room left for it")
+	require.Eventually(t, func() bool {
+		p := e.refresh(held[1:])[0]
+		return p.Annotations[podproj.NominationAnnotation] != "crowded-claim" && p.Annotations[podproj.NominationEndedAnnotation] == ""
+	}, time.Minute, 100*time.Millisecond, "scheduled again onto new capacity, the ended record cleared")
+	assert.Equal(t, "crowded-claim", e.refresh(held[:1])[0].Annotations[podproj.NominationAnnotation], "the live nomination is left alone")
 }

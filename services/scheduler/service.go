@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/dynamic"
@@ -112,16 +113,26 @@ func (s *scheduler) schedule(ctx context.Context) {
 	if err := s.waitForCatalog(ctx); err != nil {
 		return
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.reconcileLoop(ctx)
-	}()
+	var loops sync.WaitGroup
+	loops.Go(func() {
+		every(ctx, s.cfg.Reconcile, func() {
+			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
+				s.rt.Log.Warn().Err(err).Msg("republishing launch intents")
+			}
+		})
+	})
+	loops.Go(func() {
+		every(ctx, s.cfg.NominationCheck, func() {
+			if err := s.endUnfulfillable(ctx); err != nil && ctx.Err() == nil {
+				s.rt.Log.Warn().Err(err).Msg("ending nominations nodes cannot honour")
+			}
+		})
+	})
 	spec := bus.ConsumerSpec{Durable: durable, Subject: s.rt.Bus.Prefix().Of(subject.PodsPending), Batch: 1}
 	if err := bus.Consume[*podsv1.PendingPodBatch](ctx, s.rt.Bus, spec, s.handle); err != nil {
 		s.rt.Log.Error().Err(err).Msg("consuming pending pod batches stopped")
 	}
-	<-done
+	loops.Wait()
 }
 
 // waitForCatalog holds the leader until the launcher has published a catalog: scheduling
@@ -145,16 +156,16 @@ func (s *scheduler) waitForCatalog(ctx context.Context) error {
 	}
 }
 
-// reconcileLoop republishes the LaunchIntent of every NodeClaim not launched yet, at once and
-// then every interval: a crash between creating a claim and publishing its intent loses
-// nothing, and JetStream's dedup on the claim name makes a repeat within the window free.
-func (s *scheduler) reconcileLoop(ctx context.Context) {
-	tick := time.NewTicker(s.cfg.Reconcile)
+// every runs fn at once and then every interval until ctx ends. The leader runs two such
+// loops: reconcile republishes the LaunchIntent of every NodeClaim not launched yet (a crash
+// between creating a claim and publishing its intent loses nothing; JetStream's dedup on the
+// claim name makes a repeat free), and endUnfulfillable ends nominations ready nodes cannot
+// honour.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
-		if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
-			s.rt.Log.Warn().Err(err).Msg("republishing launch intents")
-		}
+		fn()
 		select {
 		case <-ctx.Done():
 			return
