@@ -28,6 +28,9 @@ import (
 
 var nodeClaimsGVR = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
 
+// indexByNomination indexes pending pods by the NodeClaim they are nominated to.
+const indexByNomination = "nomination"
+
 func run(ctx context.Context, args []string) error {
 	cfg, err := parseConfig(args)
 	if err != nil {
@@ -59,21 +62,30 @@ type watcher struct {
 
 	mu      sync.Mutex
 	batcher *batcher
-	// recheck is when the earliest live nomination of a pending pod ends: the pods are looked
-	// at again then, and those still pending are offered again.
-	recheck time.Time
-	wake    chan struct{}
-	now     func() time.Time
+	// ends holds, per NodeClaim, when the earliest live nomination of a pending pod to it ends:
+	// the pods nominated to that claim are looked at again then, and those still pending are
+	// offered again.
+	ends map[string]time.Time
+	wake chan struct{}
+	now  func() time.Time
 }
 
 func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 	w := &watcher{cfg: cfg, rt: rt, metrics: newMetrics(rt.Registry), batcher: newBatcher(cfg.BatchIdle, cfg.BatchMax, cfg.Resync),
-		wake: make(chan struct{}, 1), now: time.Now}
+		ends: map[string]time.Time{}, wake: make(chan struct{}, 1), now: time.Now}
 	// Only unbound pods can be pending: the field selector keeps the cache small.
 	unbound := informers.NewSharedInformerFactoryWithOptions(rt.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
 	}))
 	w.pods = unbound.Core().V1().Pods().Informer()
+	if err := w.pods.AddIndexers(cache.Indexers{indexByNomination: func(o any) ([]string, error) {
+		if p, ok := o.(*corev1.Pod); ok && p.Annotations[podproj.NominationAnnotation] != "" {
+			return []string{p.Annotations[podproj.NominationAnnotation]}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("indexing pods: %w", err)
+	}
 	all := informers.NewSharedInformerFactory(rt.Kube, 0)
 	claims, pvs, classes := all.Core().V1().PersistentVolumeClaims(), all.Core().V1().PersistentVolumes(), all.Storage().V1().StorageClasses()
 	w.volumes = podproj.Listers{Claims: claims.Lister(), Volumes: pvs.Lister(), Classes: classes.Lister()}
@@ -101,11 +113,18 @@ func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 	// the pods nominated to it: look at them again.
 	if _, err := w.nodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, cur any) {
-			if claimOf(old) != claimOf(cur) {
-				w.resync()
+			if o, c := claimOf(old), claimOf(cur); o != c {
+				w.observeNominatedTo(c.Name)
 			}
 		},
-		DeleteFunc: func(any) { w.resync() },
+		DeleteFunc: func(o any) {
+			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if m, ok := o.(interface{ GetName() string }); ok {
+				w.observeNominatedTo(m.GetName())
+			}
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("watching nodeclaims: %w", err)
 	}
@@ -134,7 +153,7 @@ func (w *watcher) run(ctx context.Context) error {
 	defer timer.Stop()
 	for {
 		w.mu.Lock()
-		due, recheck := w.batcher.due(), w.recheck
+		due, recheck := w.batcher.due(), w.nextEnd()
 		w.mu.Unlock()
 		wait := time.Hour
 		if !due.IsZero() {
@@ -151,9 +170,7 @@ func (w *watcher) run(ctx context.Context) error {
 		case <-resync.C:
 			w.resync()
 		case <-timer.C:
-			if !recheck.IsZero() && !w.now().Before(recheck) {
-				w.resync()
-			}
+			w.recheckEnded()
 			w.flush(ctx)
 		}
 	}
@@ -175,9 +192,11 @@ func (w *watcher) observe(obj any) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if nom.Live && !nom.Expires.IsZero() && (w.recheck.IsZero() || nom.Expires.Before(w.recheck)) {
-		w.recheck = nom.Expires
-		w.poke()
+	if nom.Live && !nom.Expires.IsZero() {
+		if cur, ok := w.ends[nom.Claim]; !ok || nom.Expires.Before(cur) {
+			w.ends[nom.Claim] = nom.Expires
+			w.poke()
+		}
 	}
 	if !pending {
 		w.batcher.remove(string(pod.UID))
@@ -222,14 +241,53 @@ func claimOf(obj any) podproj.Claim {
 	return podproj.Claim{}
 }
 
-// resync offers every pod still pending again, e.g. after the scheduler could not place it, its
-// NodeClaim went away or its nomination ended; and finds the next nomination to end.
+// resync offers every pod still pending again (e.g. after the scheduler could not place it),
+// and finds anew when each live nomination ends.
 func (w *watcher) resync() {
 	w.mu.Lock()
-	w.recheck = time.Time{}
+	clear(w.ends)
 	w.mu.Unlock()
 	for _, obj := range w.pods.GetStore().List() {
 		w.observe(obj)
+	}
+}
+
+// observeNominatedTo looks again at the pods nominated to a claim.
+func (w *watcher) observeNominatedTo(claim string) {
+	pods, err := w.pods.GetIndexer().ByIndex(indexByNomination, claim)
+	if err != nil {
+		return
+	}
+	for _, obj := range pods {
+		w.observe(obj)
+	}
+}
+
+// nextEnd is when the earliest live nomination ends; zero if none will. The caller holds mu.
+func (w *watcher) nextEnd() time.Time {
+	var next time.Time
+	for _, t := range w.ends {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// recheckEnded looks again at the pods of each claim whose earliest nomination has ended.
+func (w *watcher) recheckEnded() {
+	now := w.now()
+	var due []string
+	w.mu.Lock()
+	for claim, t := range w.ends {
+		if !now.Before(t) {
+			due = append(due, claim)
+			delete(w.ends, claim)
+		}
+	}
+	w.mu.Unlock()
+	for _, claim := range due {
+		w.observeNominatedTo(claim)
 	}
 }
 
