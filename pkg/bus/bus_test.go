@@ -560,3 +560,45 @@ func gaugeValue(t *testing.T, reg *prometheus.Registry, name, consumer string) f
 	}
 	return -1
 }
+
+// Follow replays from the given time (an earlier message is not seen), hands each message to the
+// handler in its publisher's trace, and skips an undecodable one, counting it.
+func TestFollowReplaysFromATimeWithTraceAndSkipsUndecodable(t *testing.T) {
+	e := newEnv(t)
+	c := e.connect(t, "follow")
+	subj := e.prefix.Of(subject.OfferingsUnavailable)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	require.NoError(t, c.Publish(ctx, subj, str("too-old"), "old-1"))
+	name, err := c.JetStream().StreamNameBySubject(ctx, subj)
+	require.NoError(t, err)
+	stream, err := c.JetStream().Stream(ctx, name)
+	require.NoError(t, err)
+	old, err := stream.GetLastMsgForSubject(ctx, subj)
+	require.NoError(t, err)
+	since := old.Time.Add(time.Nanosecond) // just after it, by the stream's own clock
+	bad := nats.NewMsg(subj)
+	bad.Data = []byte{0xff, 0xff, 0xff, 0xff}
+	bad.Header.Set(bus.HeaderType, "google.protobuf.StringValue")
+	bad.Header.Set(bus.HeaderMsgID, "bad-1")
+	_, err = c.JetStream().PublishMsg(ctx, bad)
+	require.NoError(t, err)
+	pctx, root := e.tp.Tracer("test").Start(ctx, "offering ran out")
+	require.NoError(t, c.Publish(pctx, subj, str("recent"), "new-1"))
+	root.End()
+
+	type seen struct {
+		value string
+		trace trace.TraceID
+	}
+	var got received[seen]
+	require.NoError(t, bus.Follow(ctx, c, subj, since, func(ctx context.Context, v *wrapperspb.StringValue) {
+		got.add(seen{value: v.GetValue(), trace: trace.SpanContextFromContext(ctx).TraceID()})
+	}))
+	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)
+	assert.Equal(t, []seen{{value: "recent", trace: root.SpanContext().TraceID()}}, got.snapshot(),
+		"only what was published since, in the publisher's trace")
+	require.Eventually(t, func() bool { return counter(t, e.registry, subj, "undecodable") == 1 }, waitFor, tick)
+	assert.Equal(t, 1.0, counter(t, e.registry, subj, "followed"))
+}

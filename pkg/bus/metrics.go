@@ -13,7 +13,8 @@ const (
 	outcomeRetried      = "retried"
 	outcomeDeadLettered = "deadlettered"
 	outcomeUndecodable  = "undecodable"
-	outcomeFailed       = "failed" // could not ack/nak/dead-letter; the server will redeliver
+	outcomeFollowed     = "followed" // handed to a Follow handler (nothing to ack)
+	outcomeFailed       = "failed"   // could not ack/nak/dead-letter; the server will redeliver
 )
 
 // metrics holds the bus's Prometheus collectors.
@@ -30,7 +31,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetwright_bus_messages_total",
-			Help: "Messages delivered to consumers, by subject and outcome (acked, retried, deadlettered, undecodable, failed).",
+			Help: "Messages delivered to consumers, by subject and outcome (acked, retried, deadlettered, undecodable, failed; followed for Follow).",
 		}, []string{"subject", "outcome"}),
 		published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetwright_bus_published_total",

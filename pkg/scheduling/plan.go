@@ -34,6 +34,9 @@ type OfferingKey struct {
 	CapacityType string
 }
 
+// String is capacity-type/instance-type/zone, e.g. spot/m5.large/us-east-1a.
+func (k OfferingKey) String() string { return k.CapacityType + "/" + k.InstanceType + "/" + k.Zone }
+
 // Plan is the outcome of a solve.
 type Plan struct {
 	CreatedAt time.Time

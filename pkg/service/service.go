@@ -221,3 +221,18 @@ func EnvDuration(key string, def time.Duration) time.Duration {
 	}
 	return def
 }
+
+// Every runs f at once and then every d until ctx ends; it returns nil then, so it fits an
+// errgroup. A slow f delays the next run rather than overlapping it.
+func Every(ctx context.Context, d time.Duration, f func()) error {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		f()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
+
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
 
 // EC2API is the narrow slice of EC2 the launcher uses; *ec2.Client satisfies it. Tests use the
@@ -26,14 +28,8 @@ type EC2API interface {
 	DescribeSpotPriceHistory(context.Context, *ec2.DescribeSpotPriceHistoryInput, ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error)
 }
 
-// Offering is one pool: instance type × zone × capacity type.
-type Offering struct {
-	InstanceType string
-	Zone         string
-	CapacityType string // "spot" or "on-demand"
-}
-
-func (o Offering) String() string { return o.CapacityType + "/" + o.InstanceType + "/" + o.Zone }
+// Offering is one pool: instance type × zone × capacity type ("spot" or "on-demand").
+type Offering = scheduling.OfferingKey
 
 // InsufficientCapacityError says every requested pool was out of capacity. It lists the pools
 // EC2 reported in CreateFleet's errorSet, so callers can mark them unavailable.

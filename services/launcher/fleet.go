@@ -10,12 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-)
 
-// Capacity types as Karpenter's label values spell them.
-const (
-	capacitySpot     = "spot"
-	capacityOnDemand = "on-demand"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
 
 // subnet is a resolved subnet of the node class.
@@ -101,7 +97,7 @@ func (r fleetRequest) input() *ec2.CreateFleetInput {
 		},
 		TagSpecifications: tagSpecs(r.Tags, ec2types.ResourceTypeInstance, ec2types.ResourceTypeVolume, ec2types.ResourceTypeFleet),
 	}
-	if r.CapacityType == capacitySpot {
+	if r.CapacityType == scheduling.CapacityTypeSpot {
 		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeSpot
 		in.SpotOptions = &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized}
 	} else {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalog"
+	"github.com/fleetwright/fleetwright/pkg/offerings"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	"github.com/fleetwright/fleetwright/pkg/userdata"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -94,7 +96,7 @@ type launcher struct {
 	classes     nodeClassStore
 	resolver    *resolver
 	templates   *templates
-	unavailable *unavailableSet
+	unavailable *offerings.Unavailable
 	bus         publisher
 	prefix      subject.Prefix
 	k8sMinor    string // e.g. "1.32", for AMI aliases
@@ -163,7 +165,7 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 	l.publishResult(ctx, &launchv1.LaunchResult{
 		NodeClaimName: claim.Name, NodeClaimUid: claim.UID, NodePoolName: intent.GetNodePoolName(),
 		Outcome: launchv1.LaunchOutcome_LAUNCH_OUTCOME_LAUNCHED, InstanceId: info.InstanceID, ProviderId: info.ProviderID,
-		InstanceType: info.InstanceType, Zone: info.Zone, CapacityType: capacityTypeEnum(info.CapacityType), ImageId: info.ImageID,
+		InstanceType: info.InstanceType, Zone: info.Zone, CapacityType: offerings.CapacityType(info.CapacityType), ImageId: info.ImageID,
 		LaunchTemplateName: info.LaunchTemplate, Attempt: int32(d.Attempt), CompleteTime: timestamppb.New(l.now()),
 	}, log)
 	return nil
@@ -212,7 +214,7 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 	}
 	req := fleetRequest{ClientToken: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.tags(intent, class)}
 	for try := 0; ; try++ {
-		req.Unavailable = l.unavailable.snapshot(l.now())
+		req.Unavailable = l.unavailable.Set()
 		start := l.now()
 		got, exhausted, err := createFleet(ctx, l.api, req)
 		l.metrics.createFleet.Observe(l.now().Sub(start).Seconds())
@@ -248,22 +250,22 @@ func (l *launcher) chooseCapacityType(intent *launchv1.LaunchIntent, subnets []s
 		}
 	}
 	if !allowsSpot {
-		return capacityOnDemand
+		return scheduling.CapacityTypeOnDemand
 	}
 	zones := map[string]bool{}
 	for _, s := range subnets {
 		zones[s.Zone] = true
 	}
-	unavailable := l.unavailable.snapshot(l.now())
+	unavailable := l.unavailable.Set()
 	for _, opt := range intent.GetInstanceTypes() {
 		for _, o := range opt.GetOfferings() {
 			if o.GetCapacityType() == commonv1.CapacityType_CAPACITY_TYPE_SPOT && o.GetAvailable() && zones[o.GetZone()] &&
-				!unavailable[Offering{InstanceType: opt.GetName(), Zone: o.GetZone(), CapacityType: capacitySpot}] {
-				return capacitySpot
+				!unavailable[Offering{InstanceType: opt.GetName(), Zone: o.GetZone(), CapacityType: scheduling.CapacityTypeSpot}] {
+				return scheduling.CapacityTypeSpot
 			}
 		}
 	}
-	return capacityOnDemand
+	return scheduling.CapacityTypeOnDemand
 }
 
 func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSpec, img image, sgs []string, capacityType string) (templateSpec, error) {
@@ -312,13 +314,13 @@ func (l *launcher) tags(intent *launchv1.LaunchIntent, class nodeClassSpec) map[
 
 func (l *launcher) markUnavailable(ctx context.Context, o Offering, claim string, log zerolog.Logger) {
 	now := l.now()
-	l.unavailable.add(o, now.Add(l.cfg.UnavailableTTL))
 	l.metrics.unavailable.WithLabelValues(o.InstanceType, o.Zone, o.CapacityType).Inc()
 	msg := &launchv1.OfferingUnavailable{
-		InstanceType: o.InstanceType, Zone: o.Zone, CapacityType: capacityTypeEnum(o.CapacityType), Reason: "InsufficientInstanceCapacity",
+		InstanceType: o.InstanceType, Zone: o.Zone, CapacityType: offerings.CapacityType(o.CapacityType), Reason: "InsufficientInstanceCapacity",
 		ObserveTime: timestamppb.New(now), Ttl: durationpb.New(l.cfg.UnavailableTTL), ExpireTime: timestamppb.New(now.Add(l.cfg.UnavailableTTL)),
 		NodeClaimName: claim,
 	}
+	l.unavailable.Add(msg) // at once for this replica; the others learn it from the bus
 	id := fmt.Sprintf("%s/%s/%s/%d", o.CapacityType, o.InstanceType, o.Zone, now.Unix()/10)
 	if err := l.bus.Publish(ctx, l.prefix.Of(subject.OfferingsUnavailable), msg, id); err != nil {
 		log.Error().Err(err).Str("offering", o.String()).Msg("publishing unavailable offering failed")
@@ -380,13 +382,6 @@ func archOf(instanceType string) string {
 		return it.Arch
 	}
 	return "amd64"
-}
-
-func capacityTypeEnum(ct string) commonv1.CapacityType {
-	if ct == capacitySpot {
-		return commonv1.CapacityType_CAPACITY_TYPE_SPOT
-	}
-	return commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND
 }
 
 func fleetErrorCode(err error) string {

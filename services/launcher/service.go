@@ -9,15 +9,13 @@ import (
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/nats-io/nats.go"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
-	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 )
 
 func run(ctx context.Context, args []string) error {
@@ -57,24 +55,28 @@ func run(ctx context.Context, args []string) error {
 	l := &launcher{
 		cfg: cfg, api: api, claims: stores.claims, classes: stores.classes,
 		resolver: newResolver(api, cfg.ResolverTTL, time.Now), templates: newTemplates(api, cfg.ResolverTTL, time.Now),
-		unavailable: newUnavailableSet(), bus: rt.Bus, prefix: rt.Bus.Prefix(),
+		unavailable: offerings.NewUnavailable(time.Now), bus: rt.Bus, prefix: rt.Bus.Prefix(),
 		k8sMinor: fmt.Sprintf("%s.%s", version.Major, trimPlus(version.Minor)), clusterCA: ca,
 		log: rt.Log, metrics: newMetrics(rt.Registry), now: time.Now,
 	}
 	reg := &registrar{launcher: l, nodes: stores.nodes}
 	cat := catalogBuilder{api: api, region: cfg.Region, spotModelled: cfg.SpotPriceModelled, now: time.Now}
 
-	if err := l.followUnavailable(rt.Bus.NATS()); err != nil {
+	// Offerings any replica found out of capacity, replayed from one TTL back so a restart
+	// still avoids them.
+	if err := l.unavailable.Follow(ctx, rt.Bus, cfg.UnavailableTTL, rt.Log); err != nil {
 		return err
 	}
 	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("kubernetes", l.k8sMinor).Int("workers", cfg.Workers).Msg("launching nodeclaims")
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return every(gctx, cfg.CatalogRefresh, func() { l.publishCatalog(gctx, cat, rt.Bus) }) })
 	g.Go(func() error {
-		return every(gctx, 2*time.Second, func() { logErr(l, reg.reconcile(gctx), "registering nodes") })
+		return service.Every(gctx, cfg.CatalogRefresh, func() { l.publishCatalog(gctx, cat, rt.Bus) })
 	})
 	g.Go(func() error {
-		return every(gctx, cfg.GCInterval, func() { logErr(l, reg.collectOrphans(gctx), "collecting orphaned instances") })
+		return service.Every(gctx, 2*time.Second, func() { logErr(l, reg.reconcile(gctx), "registering nodes") })
+	})
+	g.Go(func() error {
+		return service.Every(gctx, cfg.GCInterval, func() { logErr(l, reg.collectOrphans(gctx), "collecting orphaned instances") })
 	})
 	for i := 0; i < cfg.Workers; i++ {
 		g.Go(func() error {
@@ -107,39 +109,6 @@ func (l *launcher) publishCatalog(ctx context.Context, b catalogBuilder, conn *b
 	}
 	l.metrics.catalog.WithLabelValues("error").Inc()
 	l.log.Error().Err(err).Msg("refreshing instance catalog failed; will retry")
-}
-
-// followUnavailable learns the offerings other replicas found out of capacity.
-func (l *launcher) followUnavailable(nc *nats.Conn) error {
-	_, err := nc.Subscribe(l.prefix.Of(subject.OfferingsUnavailable), func(m *nats.Msg) {
-		var o launchv1.OfferingUnavailable
-		if err := proto.Unmarshal(m.Data, &o); err != nil {
-			return
-		}
-		ct := capacityOnDemand
-		if o.GetCapacityType() == capacityTypeEnum(capacitySpot) {
-			ct = capacitySpot
-		}
-		l.unavailable.add(Offering{InstanceType: o.GetInstanceType(), Zone: o.GetZone(), CapacityType: ct}, o.GetExpireTime().AsTime())
-	})
-	if err != nil {
-		return fmt.Errorf("subscribing to unavailable offerings: %w", err)
-	}
-	return nil
-}
-
-// every runs f now and then every d until ctx ends.
-func every(ctx context.Context, d time.Duration, f func()) error {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		f()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
 }
 
 func logErr(l *launcher, err error, what string) {

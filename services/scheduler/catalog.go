@@ -5,9 +5,9 @@ import (
 
 	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
-	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 )
 
 // instanceTypes turns the launcher's catalog (KV bucket) into the core's instance types,
@@ -45,22 +45,22 @@ func (c *instanceTypes) current() ([]scheduling.InstanceType, map[string]*schedu
 // core derives them from pkg/catalog, offerings and prices as the launcher published them.
 func fromCatalog(cat *catalogv1.Catalog) []scheduling.InstanceType {
 	src := make([]catalog.InstanceType, 0, len(cat.GetInstanceTypes()))
-	offerings := make(map[string][]scheduling.Offering, len(cat.GetInstanceTypes()))
+	offers := make(map[string][]scheduling.Offering, len(cat.GetInstanceTypes()))
 	for _, it := range cat.GetInstanceTypes() {
 		src = append(src, catalogType(it))
 		for _, o := range it.GetOfferings() {
-			ct := capacityTypeName(o.GetCapacityType())
+			ct := offerings.CapacityTypeName(o.GetCapacityType())
 			if ct == "" {
 				continue
 			}
-			offerings[it.GetName()] = append(offerings[it.GetName()], scheduling.Offering{
+			offers[it.GetName()] = append(offers[it.GetName()], scheduling.Offering{
 				Zone: o.GetZone(), CapacityType: ct, PriceUSDPerHour: o.GetPriceUsdPerHour(), Available: o.GetAvailable(),
 			})
 		}
 	}
 	out := scheduling.FromCatalog(src, nil)
 	for i := range out {
-		out[i].Offerings = offerings[out[i].Name]
+		out[i].Offerings = offers[out[i].Name]
 	}
 	return out
 }
@@ -95,24 +95,4 @@ func catalogType(it *catalogv1.InstanceType) catalog.InstanceType {
 		t.MaxPods = 110
 	}
 	return t
-}
-
-func capacityTypeName(ct commonv1.CapacityType) string {
-	switch ct {
-	case commonv1.CapacityType_CAPACITY_TYPE_SPOT:
-		return scheduling.CapacityTypeSpot
-	case commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND:
-		return scheduling.CapacityTypeOnDemand
-	}
-	return ""
-}
-
-func capacityTypeEnum(ct string) commonv1.CapacityType {
-	switch ct {
-	case scheduling.CapacityTypeSpot:
-		return commonv1.CapacityType_CAPACITY_TYPE_SPOT
-	case scheduling.CapacityTypeOnDemand:
-		return commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND
-	}
-	return commonv1.CapacityType_CAPACITY_TYPE_UNSPECIFIED
 }

@@ -41,7 +41,7 @@ func (s *scheduler) input(v view, pods []scheduling.Pod) scheduling.Input {
 	in := scheduling.Input{
 		Pods:             pods,
 		InstanceTypes:    v.types,
-		Unavailable:      s.unavailable.current(),
+		Unavailable:      s.unavailable.Current(),
 		Clock:            s.now,
 		MaxInstanceTypes: s.cfg.MaxInstanceTypes,
 		NewID:            placeholderNames(),

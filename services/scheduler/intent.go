@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -51,7 +52,7 @@ func launchIntent(src intentSource) *launchv1.LaunchIntent {
 		CreateTime: timestamppb.New(src.now),
 	}
 	for _, ct := range capacityTypes {
-		in.CapacityTypes = append(in.CapacityTypes, capacityTypeEnum(ct))
+		in.CapacityTypes = append(in.CapacityTypes, offerings.CapacityType(ct))
 	}
 	in.InstanceTypes = instanceTypeOptions(requirementValues(c.Requirements, scheduling.LabelInstanceType),
 		src.types, set(zones), set(capacityTypes), src.unavailable)
@@ -76,7 +77,7 @@ func instanceTypeOptions(names []string, types map[string]*scheduling.InstanceTy
 				avoid[scheduling.OfferingKey{InstanceType: name, Zone: o.Zone, CapacityType: o.CapacityType}] {
 				continue
 			}
-			opt.Offerings = append(opt.Offerings, &catalogv1.Offering{Zone: o.Zone, CapacityType: capacityTypeEnum(o.CapacityType),
+			opt.Offerings = append(opt.Offerings, &catalogv1.Offering{Zone: o.Zone, CapacityType: offerings.CapacityType(o.CapacityType),
 				PriceUsdPerHour: o.PriceUSDPerHour, Available: true})
 		}
 		if len(opt.Offerings) == 0 {

@@ -225,7 +225,7 @@ func (s *scheduler) nominate(ctx context.Context, pod *corev1.Pod, claim string)
 func (s *scheduler) publishIntent(ctx context.Context, c created, v view, source string) error {
 	p, _ := v.pool(c.state.NodePool)
 	intent := launchIntent(intentSource{claim: c.state.claimView, pods: c.pods, types: v.byName,
-		unavailable: s.unavailable.current(), kubelet: p.kubelet, now: s.now()})
+		unavailable: s.unavailable.Current(), kubelet: p.kubelet, now: s.now()})
 	if len(intent.GetInstanceTypes()) == 0 {
 		return fmt.Errorf("publishing launch intent for %s: no instance type has an available offering", c.state.Name)
 	}

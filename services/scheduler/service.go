@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
@@ -47,7 +48,7 @@ type scheduler struct {
 	metrics     *metrics
 	cluster     *cluster
 	catalog     *instanceTypes
-	unavailable *unavailable
+	unavailable *offerings.Unavailable
 	recent      *recent
 	recorder    record.EventRecorder
 	claims      dynamic.NamespaceableResourceInterface
@@ -65,7 +66,7 @@ func newScheduler(ctx context.Context, cfg config, rt *service.Runtime) (*schedu
 	}
 	s := &scheduler{cfg: cfg, rt: rt, metrics: newMetrics(rt.Registry), cluster: cl, now: time.Now,
 		claims: dyn.Resource(nodeClaimsGVR), recorder: newRecorder(ctx, rt.Kube)}
-	s.unavailable = newUnavailable(s.now)
+	s.unavailable = offerings.NewUnavailable(s.now)
 	s.recent = newRecent(s.now)
 	// A NodeClaim that goes away no longer holds the pods nominated to it.
 	if _, err := cl.nodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
@@ -96,7 +97,7 @@ func (s *scheduler) run(ctx context.Context) error {
 		return err
 	}
 	s.catalog = &instanceTypes{watch: watch}
-	if err := s.unavailable.follow(ctx, js, prefix.Of(subject.OfferingsUnavailable), s.cfg.UnavailableReplay, s.rt.Log); err != nil {
+	if err := s.unavailable.Follow(ctx, s.rt.Bus, s.cfg.UnavailableReplay, s.rt.Log); err != nil {
 		return err
 	}
 	if _, err := bus.Serve[*schedulerv1.SimulateRequest, *schedulerv1.SimulateResponse](ctx, s.rt.Bus,
@@ -113,16 +114,20 @@ func (s *scheduler) schedule(ctx context.Context) {
 	if err := s.waitForCatalog(ctx); err != nil {
 		return
 	}
+	// The leader's two loops: reconcile republishes the LaunchIntent of every NodeClaim not
+	// launched yet (a crash between creating a claim and publishing its intent loses nothing;
+	// JetStream's dedup on the claim name makes a repeat free); endUnfulfillable ends the
+	// nominations ready nodes cannot honour.
 	var loops sync.WaitGroup
 	loops.Go(func() {
-		every(ctx, s.cfg.Reconcile, func() {
+		_ = service.Every(ctx, s.cfg.Reconcile, func() {
 			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
 				s.rt.Log.Warn().Err(err).Msg("republishing launch intents")
 			}
 		})
 	})
 	loops.Go(func() {
-		every(ctx, s.cfg.NominationCheck, func() {
+		_ = service.Every(ctx, s.cfg.NominationCheck, func() {
 			if err := s.endUnfulfillable(ctx); err != nil && ctx.Err() == nil {
 				s.rt.Log.Warn().Err(err).Msg("ending nominations nodes cannot honour")
 			}
@@ -152,24 +157,6 @@ func (s *scheduler) waitForCatalog(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(time.Second):
-		}
-	}
-}
-
-// every runs fn at once and then every interval until ctx ends. The leader runs two such
-// loops: reconcile republishes the LaunchIntent of every NodeClaim not launched yet (a crash
-// between creating a claim and publishing its intent loses nothing; JetStream's dedup on the
-// claim name makes a repeat free), and endUnfulfillable ends nominations ready nodes cannot
-// honour.
-func every(ctx context.Context, interval time.Duration, fn func()) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		fn()
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
 		}
 	}
 }

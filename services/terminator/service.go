@@ -47,7 +47,7 @@ func run(ctx context.Context, args []string) error {
 	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("queue", cfg.InterruptionQueue).Int("workers", cfg.Workers).Bool("v1alpha5", k.legacy).Msg("terminating nodes")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return every(gctx, cfg.Interval, func() {
+		return service.Every(gctx, cfg.Interval, func() {
 			if err := d.pass(gctx); err != nil && gctx.Err() == nil {
 				rt.Log.Warn().Err(err).Msg("deciding terminations")
 			}
@@ -184,18 +184,4 @@ func (d *decider) annotateEmpty(ctx context.Context, node, value string) bool {
 		d.log.Warn().Err(err).Str("node", node).Msg("updating emptiness timestamp")
 	}
 	return err == nil
-}
-
-// every runs f now and then every d until ctx ends.
-func every(ctx context.Context, d time.Duration, f func()) error {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		f()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
@@ -115,22 +114,19 @@ func TestServicesWorkUnderTheirUsers(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, cat.GetInstanceTypes(), 1)
 
-	// launcher -> scheduler: unavailable offerings, followed with an ordered consumer as the
-	// scheduler does, and with a core subscription as the launcher's own replicas do.
-	sjs := conns["scheduler"].JetStream()
-	stream, err := sjs.StreamNameBySubject(ctx, p.Of(subject.OfferingsUnavailable))
-	require.NoError(t, err)
-	oc, err := sjs.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{p.Of(subject.OfferingsUnavailable)}})
-	require.NoError(t, err)
-	core, err := conns["launcher"].NATS().SubscribeSync(p.Of(subject.OfferingsUnavailable))
-	require.NoError(t, err)
-	require.NoError(t, conns["launcher"].NATS().Flush())
+	// launcher -> scheduler and the launcher's other replicas: unavailable offerings, followed
+	// (bus.Follow, an ordered consumer) by both services.
+	followed := map[string]chan *launchv1.OfferingUnavailable{}
+	for _, user := range []string{"scheduler", "launcher"} {
+		ch := make(chan *launchv1.OfferingUnavailable, 1)
+		followed[user] = ch
+		require.NoError(t, bus.Follow(ctx, conns[user], p.Of(subject.OfferingsUnavailable), time.Now().Add(-time.Minute),
+			func(_ context.Context, o *launchv1.OfferingUnavailable) { ch <- o }), user)
+	}
 	require.NoError(t, conns["launcher"].Publish(ctx, p.Of(subject.OfferingsUnavailable), &launchv1.OfferingUnavailable{InstanceType: "m5.large"}, "u1"))
-	m, err := oc.Next(jetstream.FetchMaxWait(10 * time.Second))
-	require.NoError(t, err)
-	require.Equal(t, p.Of(subject.OfferingsUnavailable), m.Subject())
-	_, err = core.NextMsg(5 * time.Second)
-	require.NoError(t, err)
+	for user, ch := range followed {
+		require.Equal(t, "m5.large", receive(t, ch, user+" follows unavailable offerings").GetInstanceType())
+	}
 	require.NoError(t, conns["launcher"].Publish(ctx, p.Of(subject.LaunchResults), &launchv1.LaunchResult{NodeClaimName: "nc-1"}, "r1"))
 
 	// terminator -> scheduler: simulate request/reply.

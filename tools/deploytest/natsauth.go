@@ -102,16 +102,17 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 		},
 		{
 			Name: "launcher",
-			Comment: "consumes launch intents, publishes results, unavailable offerings, node events " +
-				"and the catalog",
+			Comment: "consumes launch intents, follows unavailable offerings, publishes results, " +
+				"unavailable offerings, node events and the catalog",
 			Publish: join([]string{
 				p.Of(subject.LaunchResults),
 				p.Of(subject.OfferingsUnavailable),
 				p.Of(subject.NodesEvents),
 				p.DeadLetter(p.Of(subject.LaunchIntents)),
 				"$KV." + p.CatalogBucket() + ".>",
-			}, js, readStream(p.Stream(subject.StreamLaunch)), readStream(catalogStream(p))),
-			Subscribe: []string{p.Of(subject.OfferingsUnavailable), inbox},
+			}, js, readStream(p.Stream(subject.StreamLaunch)), readStream(p.Stream(subject.StreamOfferings)),
+				readStream(catalogStream(p))),
+			Subscribe: []string{inbox},
 		},
 		{
 			Name: "terminator",

@@ -1,0 +1,154 @@
+// Package offerings holds what the services share about EC2 offerings (an instance type in a
+// zone at a capacity type): the capacity-type names, and the one cache of offerings that ran
+// out of capacity. The launcher publishes an OfferingUnavailable when CreateFleet reports
+// InsufficientInstanceCapacity; every replica of the launcher and the scheduler follows
+// <prefix>.offerings.unavailable into an Unavailable, from a few minutes back so a restart does
+// not forget an offering still to be avoided.
+//
+//	launcher ──CreateFleet ICE──> publish OfferingUnavailable ──> offerings.unavailable
+//	                                                                │ bus.Follow (every replica)
+//	scheduler: Solve avoids Current()  <── Unavailable  ──> launcher: overrides skip Set()
+package offerings
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
+)
+
+// DefaultTTL applies to an OfferingUnavailable that names no expiry or TTL.
+const DefaultTTL = 3 * time.Minute
+
+// CapacityTypeName is the well-known label value of a capacity type ("spot", "on-demand"); empty
+// for an unspecified one.
+func CapacityTypeName(ct commonv1.CapacityType) string {
+	switch ct {
+	case commonv1.CapacityType_CAPACITY_TYPE_SPOT:
+		return scheduling.CapacityTypeSpot
+	case commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND:
+		return scheduling.CapacityTypeOnDemand
+	}
+	return ""
+}
+
+// CapacityType is the enum of a capacity-type label value; UNSPECIFIED for anything else.
+func CapacityType(name string) commonv1.CapacityType {
+	switch name {
+	case scheduling.CapacityTypeSpot:
+		return commonv1.CapacityType_CAPACITY_TYPE_SPOT
+	case scheduling.CapacityTypeOnDemand:
+		return commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND
+	}
+	return commonv1.CapacityType_CAPACITY_TYPE_UNSPECIFIED
+}
+
+// Key names the offering of a message.
+func Key(o *launchv1.OfferingUnavailable) scheduling.OfferingKey {
+	return scheduling.OfferingKey{InstanceType: o.GetInstanceType(), Zone: o.GetZone(), CapacityType: CapacityTypeName(o.GetCapacityType())}
+}
+
+// Unavailable remembers offerings that ran out of capacity until each one expires. It is safe
+// for concurrent use.
+type Unavailable struct {
+	now func() time.Time
+
+	mu      sync.Mutex
+	entries map[scheduling.OfferingKey]time.Time // expiry
+}
+
+// NewUnavailable returns an empty cache reading time from now.
+func NewUnavailable(now func() time.Time) *Unavailable {
+	return &Unavailable{now: now, entries: map[scheduling.OfferingKey]time.Time{}}
+}
+
+// Follow replays <prefix>.offerings.unavailable from replay ago and then follows it into the
+// cache until ctx ends, logging each offering that is newly to be avoided.
+func (u *Unavailable) Follow(ctx context.Context, conn *bus.Conn, replay time.Duration, log zerolog.Logger) error {
+	return bus.Follow(ctx, conn, conn.Prefix().Of(subject.OfferingsUnavailable), u.now().Add(-replay),
+		func(_ context.Context, o *launchv1.OfferingUnavailable) {
+			if u.Add(o) {
+				log.Info().Str("instance-type", o.GetInstanceType()).Str("zone", o.GetZone()).
+					Str("capacity-type", CapacityTypeName(o.GetCapacityType())).Str("reason", o.GetReason()).
+					Msg("avoiding unavailable offering")
+			}
+		})
+}
+
+// Add records an offering until its expiry; it reports whether the offering is still to be
+// avoided and was not known to be until then already.
+func (u *Unavailable) Add(o *launchv1.OfferingUnavailable) bool {
+	expire := Expiry(o, u.now())
+	if !expire.After(u.now()) {
+		return false
+	}
+	key := Key(o)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if !expire.After(u.entries[key]) {
+		return false
+	}
+	u.entries[key] = expire
+	return true
+}
+
+// Expiry is when the offering may be tried again: its expire time, or its observe time (now if
+// unset) plus its TTL (DefaultTTL if unset).
+func Expiry(o *launchv1.OfferingUnavailable, now time.Time) time.Time {
+	if o.GetExpireTime() != nil {
+		return o.GetExpireTime().AsTime()
+	}
+	observed := now
+	if o.GetObserveTime() != nil {
+		observed = o.GetObserveTime().AsTime()
+	}
+	ttl := DefaultTTL
+	if o.GetTtl() != nil && o.GetTtl().AsDuration() > 0 {
+		ttl = o.GetTtl().AsDuration()
+	}
+	return observed.Add(ttl)
+}
+
+// Current returns the offerings to avoid now, in a stable order, and forgets expired ones.
+func (u *Unavailable) Current() []scheduling.OfferingKey {
+	set := u.Set()
+	out := make([]scheduling.OfferingKey, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.InstanceType != b.InstanceType {
+			return a.InstanceType < b.InstanceType
+		}
+		if a.Zone != b.Zone {
+			return a.Zone < b.Zone
+		}
+		return a.CapacityType < b.CapacityType
+	})
+	return out
+}
+
+// Set returns the offerings to avoid now, and forgets expired ones.
+func (u *Unavailable) Set() map[scheduling.OfferingKey]bool {
+	now := u.now()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make(map[scheduling.OfferingKey]bool, len(u.entries))
+	for k, exp := range u.entries {
+		if !exp.After(now) {
+			delete(u.entries, k)
+			continue
+		}
+		out[k] = true
+	}
+	return out
+}
