@@ -26,10 +26,8 @@ func Pending(p *corev1.Pod) (bool, string) {
 		return false, "terminal"
 	case p.Status.NominatedNodeName != "":
 		return false, "preempting on " + p.Status.NominatedNodeName
-	case OwnedBy(p, "DaemonSet"):
-		return false, "DaemonSet pod"
-	case OwnedBy(p, "Node"):
-		return false, "static pod"
+	case StaysWithNode(p):
+		return false, "DaemonSet, static or mirror pod"
 	case !Unschedulable(p):
 		return false, "not marked unschedulable by kube-scheduler"
 	}
@@ -44,6 +42,17 @@ func Unschedulable(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// StaysWithNode reports the pods that belong to their node rather than to capacity: DaemonSet
+// pods, and static pods (owned by their Node, or carrying the mirror annotation). They are
+// never pending for new capacity, never moved by a drain, and do not keep a node from being
+// empty.
+func StaysWithNode(p *corev1.Pod) bool {
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return true
+	}
+	return OwnedBy(p, "DaemonSet") || OwnedBy(p, "Node")
 }
 
 // OwnedBy reports whether the pod's controller is of the given kind.

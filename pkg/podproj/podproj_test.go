@@ -37,10 +37,13 @@ func TestPending(t *testing.T) {
 		{"preempting", func(p *corev1.Pod) { p.Status.NominatedNodeName = "n2" }, false, "preempting on n2"},
 		{"daemonset", func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ds", Controller: ptr.To(true)}}
-		}, false, "DaemonSet pod"},
+		}, false, "DaemonSet, static or mirror pod"},
 		{"static", func(p *corev1.Pod) {
 			p.OwnerReferences = []metav1.OwnerReference{{Kind: "Node", Name: "n", Controller: ptr.To(true)}}
-		}, false, "static pod"},
+		}, false, "DaemonSet, static or mirror pod"},
+		{"mirror", func(p *corev1.Pod) {
+			p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"}
+		}, false, "DaemonSet, static or mirror pod"},
 		{"not yet tried", func(p *corev1.Pod) { p.Status.Conditions = nil }, false, "not marked unschedulable by kube-scheduler"},
 		{"scheduling gated", func(p *corev1.Pod) { p.Status.Conditions[0].Reason = "SchedulingGated" }, false, "not marked unschedulable by kube-scheduler"},
 		{"replicaset owned", func(p *corev1.Pod) {

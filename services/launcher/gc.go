@@ -7,6 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 )
 
 // collectOrphans terminates running instances tagged as this cluster's whose NodeClaim no
@@ -21,7 +23,7 @@ func (r *registrar) collectOrphans(ctx context.Context) error {
 	for _, c := range claims {
 		owned[c.Name] = true
 		if c.ProviderID != "" {
-			owned["id:"+instanceID(c.ProviderID)] = true
+			owned["id:"+ec2v1.InstanceID(c.ProviderID)] = true
 		}
 	}
 	p := ec2.NewDescribeInstancesPaginator(r.api, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
@@ -113,7 +114,7 @@ func (r *registrar) initialize(ctx context.Context, c claimState, n nodeState, l
 // timeOut terminates the instance of a claim whose node never registered, then deletes the
 // claim so its pods are scheduled again.
 func (r *registrar) timeOut(ctx context.Context, c claimState, log zerolog.Logger) {
-	id := instanceID(c.ProviderID)
+	id := ec2v1.InstanceID(c.ProviderID)
 	log.Warn().Str("instance", id).Dur("ttl", r.cfg.RegistrationTTL).Msg("node did not register in time; terminating its instance")
 	if err := terminate(ctx, r.api, id); err != nil {
 		log.Error().Err(err).Msg("terminating unregistered instance")
@@ -128,14 +129,9 @@ func (r *registrar) timeOut(ctx context.Context, c claimState, log zerolog.Logge
 
 func (r *registrar) event(ctx context.Context, kind nodesv1.NodeEventKind, c claimState, n nodeState) {
 	ev := &nodesv1.NodeEvent{Kind: kind, NodeName: n.Name, NodeClaimName: c.Name, ProviderId: c.ProviderID,
-		InstanceId: instanceID(c.ProviderID), NodePoolName: c.NodePool, EventTime: timestamppb.New(r.now()), Labels: n.Labels, Taints: n.Taints}
+		InstanceId: ec2v1.InstanceID(c.ProviderID), NodePoolName: c.NodePool, EventTime: timestamppb.New(r.now()), Labels: n.Labels, Taints: n.Taints}
 	id := fmt.Sprintf("%s/%s", c.UID, strings.ToLower(kind.String()))
 	if err := r.bus.Publish(ctx, r.prefix.Of(subject.NodesEvents), ev, id); err != nil {
 		r.log.Error().Err(err).Msg("publishing node event")
 	}
-}
-
-// instanceID takes the instance id out of aws:///<zone>/<id>.
-func instanceID(providerID string) string {
-	return providerID[strings.LastIndex(providerID, "/")+1:]
 }

@@ -133,10 +133,7 @@ func reschedulable(p *corev1.Pod) bool {
 	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return false
 	}
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return false
-	}
-	return !podproj.OwnedBy(p, "DaemonSet") && !podproj.OwnedBy(p, "Node")
+	return !podproj.StaysWithNode(p)
 }
 
 // nodePrice is what a node costs an hour, by its instance type, zone and capacity type labels;

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,9 +12,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1alpha5"
 	"github.com/fleetwright/fleetwright/pkg/apis/translate"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/service"
 )
 
@@ -29,8 +30,6 @@ const (
 	intentAnnotation = "fleetwright.io/termination-intent"
 	// podNodeIndex indexes pods by spec.nodeName in the cache.
 	podNodeIndex = "spec.nodeName"
-	// mirrorAnnotation marks a static pod's mirror.
-	mirrorAnnotation = "kubernetes.io/config.mirror"
 )
 
 // claimRef is what the terminator needs to know of a NodeClaim to terminate it.
@@ -96,7 +95,7 @@ func newKube(ctx context.Context, rt *service.Runtime) (*kube, error) {
 // refOf describes a NodeClaim.
 func refOf(nc *karpv1.NodeClaim) claimRef {
 	r := claimRef{Name: nc.Name, UID: string(nc.UID), NodeName: nc.Status.NodeName, ProviderID: nc.Status.ProviderID,
-		InstanceID: instanceID(nc.Status.ProviderID), Pool: poolOf(nc.Labels)}
+		InstanceID: ec2v1.InstanceID(nc.Status.ProviderID), Pool: poolOf(nc.Labels)}
 	if g := nc.Spec.TerminationGracePeriod; g != nil {
 		d := g.Duration
 		r.Grace = &d
@@ -112,14 +111,6 @@ func poolOf(labels map[string]string) string {
 	return labels[v1alpha5.ProvisionerNameLabelKey]
 }
 
-// instanceID takes the instance id out of aws:///<zone>/<id>.
-func instanceID(providerID string) string {
-	if providerID == "" {
-		return ""
-	}
-	return providerID[strings.LastIndex(providerID, "/")+1:]
-}
-
 // claimForInstance finds the NodeClaim running an instance.
 func (k *kube) claimForInstance(ctx context.Context, id string) (claimRef, bool) {
 	var list karpv1.NodeClaimList
@@ -127,7 +118,7 @@ func (k *kube) claimForInstance(ctx context.Context, id string) (claimRef, bool)
 		return claimRef{}, false
 	}
 	for i := range list.Items {
-		if instanceID(list.Items[i].Status.ProviderID) == id {
+		if ec2v1.InstanceID(list.Items[i].Status.ProviderID) == id {
 			return refOf(&list.Items[i]), true
 		}
 	}
@@ -242,7 +233,7 @@ func describeNode(c *candidate, node *corev1.Node, pods []corev1.Pod) {
 		if c.BlockedBy == "" && p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
 			c.BlockedBy = "pod " + p.Namespace + "/" + p.Name
 		}
-		if !daemonOrMirror(p) {
+		if !podproj.StaysWithNode(p) {
 			c.Empty = false
 		}
 	}
@@ -251,19 +242,6 @@ func describeNode(c *candidate, node *corev1.Node, pods []corev1.Pod) {
 // active reports a pod that is neither finished nor on its way out.
 func active(p *corev1.Pod) bool {
 	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
-}
-
-// daemonOrMirror reports the pods a drain leaves alone and emptiness ignores.
-func daemonOrMirror(p *corev1.Pod) bool {
-	if _, ok := p.Annotations[mirrorAnnotation]; ok {
-		return true
-	}
-	for _, o := range p.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
 }
 
 func hasDisruptedTaint(n *corev1.Node) bool {

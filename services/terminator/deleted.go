@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
@@ -46,7 +47,7 @@ func (k *kube) deletedByOthers(ctx context.Context, now time.Time) ([]*terminati
 		nc := byNode[n.Name]
 		switch {
 		case nc == nil:
-			out = append(out, manualIntent(claimRef{NodeName: n.Name, ProviderID: n.Spec.ProviderID, InstanceID: instanceID(n.Spec.ProviderID),
+			out = append(out, manualIntent(claimRef{NodeName: n.Name, ProviderID: n.Spec.ProviderID, InstanceID: ec2v1.InstanceID(n.Spec.ProviderID),
 				Pool: poolOf(n.Labels)}, string(n.UID), now))
 		case nc.DeletionTimestamp == nil:
 			out = append(out, manualIntent(refOf(nc), string(nc.UID), now))

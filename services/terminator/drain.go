@@ -10,6 +10,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 )
 
 // drainStats counts one delivery's eviction calls.
@@ -74,7 +76,7 @@ func (e *executor) drain(ctx context.Context, node string, deadline, budget time
 func evictable(pods []corev1.Pod) []corev1.Pod {
 	var out []corev1.Pod
 	for _, p := range pods {
-		if daemonOrMirror(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if podproj.StaysWithNode(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		out = append(out, p)

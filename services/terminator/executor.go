@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
@@ -81,9 +83,9 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	}
 	res := result{Node: nodeName, Instance: in.GetInstanceId()}
 	if claim != nil && claim.Status.ProviderID != "" {
-		res.Instance = instanceID(claim.Status.ProviderID)
+		res.Instance = ec2v1.InstanceID(claim.Status.ProviderID)
 	} else if res.Instance == "" && node != nil {
-		res.Instance = instanceID(node.Spec.ProviderID)
+		res.Instance = ec2v1.InstanceID(node.Spec.ProviderID)
 	}
 	if claim == nil && node == nil {
 		if err := terminateInstance(ctx, e.ec2, res.Instance); err != nil {
@@ -215,7 +217,7 @@ func (e *executor) blocker(ctx context.Context, in *terminationv1.TerminationInt
 		if p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
 			return "pod " + p.Namespace + "/" + p.Name + " is annotated " + karpv1.DoNotDisruptAnnotationKey, nil
 		}
-		if in.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_EMPTY && !daemonOrMirror(p) {
+		if in.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_EMPTY && !podproj.StaysWithNode(p) {
 			return "node is no longer empty: pod " + p.Namespace + "/" + p.Name + " runs on it", nil
 		}
 	}
@@ -355,7 +357,7 @@ func (e *executor) release(ctx context.Context, obj client.Object, name string) 
 // event publishes one node lifecycle step; a failure is only logged.
 func (e *executor) event(ctx context.Context, kind nodesv1.NodeEventKind, in *terminationv1.TerminationIntent, node *corev1.Node) {
 	ev := &nodesv1.NodeEvent{Kind: kind, NodeName: node.Name, NodeClaimName: in.GetNodeClaimName(), ProviderId: node.Spec.ProviderID,
-		InstanceId: instanceID(node.Spec.ProviderID), NodePoolName: in.GetNodePoolName(), EventTime: timestamppb.New(e.now()), Labels: node.Labels}
+		InstanceId: ec2v1.InstanceID(node.Spec.ProviderID), NodePoolName: in.GetNodePoolName(), EventTime: timestamppb.New(e.now()), Labels: node.Labels}
 	if err := e.bus.Publish(ctx, e.prefix.Of(subject.NodesEvents), ev, ""); err != nil {
 		e.log.Warn().Err(err).Msg("publishing node event")
 	}
