@@ -59,3 +59,13 @@ func Get[T any](inf cache.SharedIndexInformer, key string) (*T, bool) {
 	t, ok := o.(*T)
 	return t, ok
 }
+
+// StripManagedFields is the informer transform for typed informers: it drops the managed fields
+// (server-side apply bookkeeping no service reads, often the larger part of a small object)
+// before an object enters the cache.
+func StripManagedFields(obj any) (any, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}

@@ -40,7 +40,7 @@ func newKubeStores(ctx context.Context, rt *service.Runtime, defaultInstanceProf
 			return kubeStores{}, fmt.Errorf("building scheme: %w", err)
 		}
 	}
-	c, err := cache.New(rt.RESTConfig, cache.Options{Scheme: scheme})
+	c, err := cache.New(rt.RESTConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return kubeStores{}, fmt.Errorf("creating informer cache: %w", err)
 	}

@@ -99,6 +99,11 @@ func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 		return nil, fmt.Errorf("watching nodeclaims: %w", err)
 	}
 	w.factories = []interface{ Start(<-chan struct{}) }{unbound, all, df}
+	for _, inf := range []cache.SharedIndexInformer{w.pods, claims.Informer(), pvs.Informer(), classes.Informer()} {
+		if err := inf.SetTransform(clusterstate.StripManagedFields); err != nil {
+			return nil, fmt.Errorf("setting informer transform: %w", err)
+		}
+	}
 	w.synced = []cache.InformerSynced{w.pods.HasSynced, w.nodeClaims.HasSynced,
 		claims.Informer().HasSynced, pvs.Informer().HasSynced, classes.Informer().HasSynced}
 

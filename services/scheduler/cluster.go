@@ -95,6 +95,9 @@ func newCluster(rt runtimeClients) (*cluster, error) {
 			c.templates.SetTransform(clusterstate.Typed[v1alpha1.AWSNodeTemplate]()))
 		informers = append(informers, c.provisioners, c.templates)
 	}
+	for _, inf := range []cache.SharedIndexInformer{c.pods, c.nodes, c.daemonSets, claims.Informer(), pvs.Informer(), classes.Informer()} {
+		typed = append(typed, inf.SetTransform(clusterstate.StripManagedFields))
+	}
 	if err := errors.Join(typed...); err != nil {
 		return nil, fmt.Errorf("reading karpenter resources as typed objects: %w", err)
 	}

@@ -61,7 +61,7 @@ func newKube(ctx context.Context, rt *service.Runtime) (*kube, error) {
 	if _, err := rt.Kube.Discovery().ServerResourcesForGroupVersion(v1alpha5.SchemeGroupVersion.String()); err == nil {
 		k.legacy = true
 	}
-	c, err := cache.New(rt.RESTConfig, cache.Options{Scheme: scheme})
+	c, err := cache.New(rt.RESTConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, fmt.Errorf("creating informer cache: %w", err)
 	}
