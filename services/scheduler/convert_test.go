@@ -91,3 +91,31 @@ func TestOptionBounds(t *testing.T) {
 	assert.Equal(t, types["a"].Allocatable()["cpu"], alloc["cpu"], "smallest allocatable cpu")
 	assert.Equal(t, types["b"].Allocatable()["memory"], alloc["memory"], "smallest allocatable memory")
 }
+
+// A pod that binds while the cluster is read is counted at most once: the nodes (with their
+// pods) are read before the pending pods, as Karpenter does. Read the other way round, the pod
+// would be pending and on its node both, and capacity would be planned for it again.
+func TestGatherReadsNodesBeforePendingPods(t *testing.T) {
+	bound := false // the pod binds to n1 right after whichever read comes first
+	var order []string
+	readNodes := func() map[string][]string {
+		order = append(order, "nodes")
+		defer func() { bound = true }()
+		if bound {
+			return map[string][]string{"n1": {"p"}}
+		}
+		return map[string][]string{"n1": nil}
+	}
+	readPending := func() []string {
+		order = append(order, "pending")
+		defer func() { bound = true }()
+		if bound {
+			return nil
+		}
+		return []string{"p"}
+	}
+	nodes, pending := gather(readNodes, readPending)
+	assert.Equal(t, []string{"nodes", "pending"}, order)
+	counted := len(nodes["n1"]) + len(pending)
+	assert.LessOrEqual(t, counted, 1, "the pod is on its node or pending, never both: nodes %v, pending %v", nodes, pending)
+}

@@ -51,7 +51,13 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 		s.fail(span, "error", err)
 		return fmt.Errorf("reading cluster state: %w", err)
 	}
-	plan, err := scheduling.Solve(s.input(v, pods))
+	nodes, pods := gather(func() []scheduling.Node { return s.nodes(v) }, func() []scheduling.Pod { return s.stillPending(pods) })
+	if len(pods) == 0 {
+		log.Debug().Msg("every pod was bound while the cluster was read")
+		s.metrics.batches.WithLabelValues("nothing_to_do").Inc()
+		return nil
+	}
+	plan, err := scheduling.Solve(s.input(v, nodes, pods))
 	if err != nil {
 		s.fail(span, "error", err)
 		return fmt.Errorf("solving: %w", err)

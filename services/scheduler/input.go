@@ -36,8 +36,9 @@ func (v view) pool(name string) (poolView, bool) {
 	return poolView{}, false
 }
 
-// input converts the view and the pods to place into the core's Input.
-func (s *scheduler) input(v view, pods []scheduling.Pod) scheduling.Input {
+// input converts the view, the nodes read from it (s.nodes) and the pods to place into the
+// core's Input.
+func (s *scheduler) input(v view, nodes []scheduling.Node, pods []scheduling.Pod) scheduling.Input {
 	in := scheduling.Input{
 		Pods:             pods,
 		InstanceTypes:    v.types,
@@ -53,8 +54,30 @@ func (s *scheduler) input(v view, pods []scheduling.Pod) scheduling.Input {
 		in.DaemonSets = append(in.DaemonSets, scheduling.DaemonSet{Namespace: ds.Namespace, Name: ds.Name,
 			Pod: daemonSetPod(ds.Namespace, ds.Name, ds.Spec.Template, s.cluster.volumes)})
 	}
-	in.Nodes = s.nodes(v)
+	in.Nodes = nodes
 	return in
+}
+
+// gather reads the two halves of a solve's input in Karpenter's order: the nodes with their
+// pods first, then the pending pods. A pod that binds in between is then counted once at most
+// (on its node if the node read saw it bound, else as pending or not at all), never both on a
+// node and as pending, which would plan capacity for a pod that already has some.
+func gather[N, P any](nodes func() N, pending func() P) (N, P) {
+	n := nodes()
+	return n, pending()
+}
+
+// stillPending keeps the batch's pods that the cache still shows pending, as the same pod.
+func (s *scheduler) stillPending(pods []scheduling.Pod) []scheduling.Pod {
+	out := pods[:0:0]
+	for _, p := range pods {
+		if cur, ok := s.cluster.pod(p.Namespace, p.Name); ok && string(cur.UID) == p.UID {
+			if pending, _ := podproj.Pending(cur); pending {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // placeholderNames names planned claims until the API server names them (generateName).

@@ -72,7 +72,7 @@ func (s *scheduler) simulatePlan(req *schedulerv1.SimulateRequest) (*schedulerv1
 		byUID[p.UID] = p
 	}
 
-	in := s.input(v, pods)
+	in := s.input(v, s.nodes(v), pods)
 	kept := in.Nodes[:0]
 	for _, n := range in.Nodes {
 		if !removed[n.Name] {
