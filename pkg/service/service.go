@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/telemetry"
@@ -106,6 +107,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		return nil, err
 	}
 	rt := &Runtime{Name: o.Name, Log: telemetry.NewLogger(o.Name, Version), Registry: prometheus.NewRegistry()}
+	// client-go (leader election, informers, events) logs through klog: make those JSON lines too.
+	klog.SetLogger(telemetry.Logr(rt.Log.With().Str("component", "client-go").Logger()))
 	defer func() {
 		if err != nil {
 			rt.Close(context.Background())

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	ec2v1alpha1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1alpha1"
@@ -22,6 +23,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/service"
+	"github.com/fleetwright/fleetwright/pkg/telemetry"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 )
 
@@ -40,6 +42,7 @@ func newKubeStores(ctx context.Context, rt *service.Runtime, defaultInstanceProf
 			return kubeStores{}, fmt.Errorf("building scheme: %w", err)
 		}
 	}
+	crlog.SetLogger(telemetry.Logr(rt.Log.With().Str("component", "controller-runtime").Logger()))
 	c, err := cache.New(rt.RESTConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return kubeStores{}, fmt.Errorf("creating informer cache: %w", err)

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -18,6 +19,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/apis/translate"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/service"
+	"github.com/fleetwright/fleetwright/pkg/telemetry"
 )
 
 // Keys the terminator reads and writes besides Karpenter's own.
@@ -61,6 +63,7 @@ func newKube(ctx context.Context, rt *service.Runtime) (*kube, error) {
 	if _, err := rt.Kube.Discovery().ServerResourcesForGroupVersion(v1alpha5.SchemeGroupVersion.String()); err == nil {
 		k.legacy = true
 	}
+	crlog.SetLogger(telemetry.Logr(rt.Log.With().Str("component", "controller-runtime").Logger()))
 	c, err := cache.New(rt.RESTConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, fmt.Errorf("creating informer cache: %w", err)

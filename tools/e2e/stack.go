@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	ec2v1alpha1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1alpha1"
@@ -78,6 +80,8 @@ func NewStack(t testing.TB, services []string) *Stack {
 	}
 	rc, err := c.RESTConfig()
 	require.NoError(t, err)
+	// Its client logs through controller-runtime's logger; say nothing rather than warn that none is set.
+	crlog.SetLogger(logr.Discard())
 	s.Client, err = client.New(rc, client.Options{Scheme: scheme})
 	require.NoError(t, err)
 
