@@ -15,7 +15,9 @@ import (
 // The one rule for when a nomination holds, used by pod-watcher (whether to offer the pod) and
 // by the scheduler (whether the pod needs capacity, and whose room it takes):
 //
-//	no annotation, or the claim is gone or being deleted     → not nominated
+//	no annotation, or the claim is gone or being deleted     → not nominated (a claim not seen
+//	                                                           yet is given Grace from the
+//	                                                           nomination to show up)
 //	the scheduler recorded that the node cannot honour it    → ended (NominationEndedAnnotation:
 //	                                                           its bound pods leave no room)
 //	claim in flight (its node not ready yet)                 → live, until Limit after nomination
@@ -117,6 +119,11 @@ func (r NominationRule) Judge(claim string, at time.Time, lookup func(name strin
 	}
 	c, ok := lookup(claim)
 	switch {
+	case !ok && !at.IsZero() && now.Before(at.Add(r.Grace)):
+		// Nominated moments ago to a claim this cache has not seen yet (the pod's update can
+		// arrive before the claim's): give the claim's watch the grace to catch up.
+		n.Live, n.Expires = true, at.Add(r.Grace)
+		return n
 	case !ok:
 		n.Expired = fmt.Sprintf("nodeclaim/%s it was nominated to no longer exists", claim)
 		return n

@@ -29,7 +29,9 @@ func TestNominationRule(t *testing.T) {
 		expiredText string
 	}{
 		{name: "no nomination", now: t0},
-		{name: "claim gone", claim: "gone", at: t0, now: t0, expiredText: "no longer exists"},
+		{name: "claim not seen yet, nominated moments ago", claim: "gone", at: t0, now: t0.Add(5 * time.Second), live: true, expires: t0.Add(20 * time.Second)},
+		{name: "claim gone", claim: "gone", at: t0, now: t0.Add(20 * time.Second), expiredText: "no longer exists"},
+		{name: "claim gone, nomination time unknown", claim: "gone", now: t0, expiredText: "no longer exists"},
 		{name: "claim being deleted", claim: "deleting", at: t0, now: t0, expiredText: "being deleted"},
 		{name: "in flight", claim: "in-flight", at: t0, now: t0.Add(time.Minute), live: true, expires: t0.Add(15 * time.Minute)},
 		{name: "in flight without a time holds while the claim does", claim: "in-flight", now: t0.Add(time.Hour), live: true},

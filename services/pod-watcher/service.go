@@ -183,11 +183,25 @@ func (w *watcher) run(ctx context.Context) error {
 
 // observe adds a pending pod without a live nomination to the window, or removes one that
 // stopped being pending. A live nomination that will end is remembered, so the pod is looked at
-// again when it does.
+// again when it does. It runs from the pod informer, the NodeClaim informer and the run loop,
+// each holding an object read a moment earlier: under the lock, the pod is judged as the store
+// holds it now, so a stale copy never undoes what a newer one decided.
 func (w *watcher) observe(obj any) {
-	pod, ok := obj.(*corev1.Pod)
+	seen, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	pod := seen
+	if cur, exists, err := w.pods.GetStore().Get(seen); err == nil && exists {
+		pod = cur.(*corev1.Pod)
+	} else if err == nil {
+		w.batcher.remove(string(seen.UID)) // gone (deleted or bound) since it was read
+		return
+	}
+	if pod.UID != seen.UID {
+		w.batcher.remove(string(seen.UID)) // replaced by a pod of the same name
 	}
 	pending, _ := podproj.Pending(pod)
 	var nom podproj.Nomination
@@ -195,8 +209,6 @@ func (w *watcher) observe(obj any) {
 		nom = w.cfg.Nomination.JudgePod(pod, w.claim, w.now())
 		pending = !nom.Live
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if nom.Live && !nom.Expires.IsZero() {
 		if cur, ok := w.ends[nom.Claim]; !ok || nom.Expires.Before(cur) {
 			w.ends[nom.Claim] = nom.Expires

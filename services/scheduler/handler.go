@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -179,11 +180,12 @@ func (s *scheduler) classify(p *podsv1.PodProjection) (pod *corev1.Pod, verdict 
 		if nom.Live {
 			return nil, podDone, false // room is planned for it already
 		}
-		if nom.Expired != "" {
+		again = nom.Expired != "" && s.recent.announce(string(pod.UID), nom.Claim, nom.At)
+		if again { // told once per ended nomination, not at every resync while it stays pending
 			s.metrics.nominationsEnded.Inc()
 			offeredAgain(s.recorder, pod, nom.Expired)
 		}
-		return pod, podProvisionable, nom.Expired != ""
+		return pod, podProvisionable, again
 	}
 	unbound := pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil &&
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
@@ -212,15 +214,34 @@ func (s *scheduler) claimOrRecent(name string) (podproj.Claim, bool) {
 	return podproj.Claim{Name: name}, s.recent.created(name)
 }
 
-// liveNominations returns the unbound pods whose nomination to the claim holds now: the room
-// planned for them is taken.
+// liveNominations returns the pending pods whose nomination to the claim holds now: the room
+// planned for them is taken. Besides the pods the cache shows nominated to it, that includes
+// those this replica nominated moments ago that the cache does not show so yet, so a batch
+// handled right after the one that planned the claim does not see its room as free.
 func (s *scheduler) liveNominations(claim string) []*corev1.Pod {
 	var out []*corev1.Pod
-	for _, p := range s.cluster.podsNominatedTo(claim) {
-		if s.nomination(p).Live {
+	seen := map[string]bool{}
+	holds := func(p *corev1.Pod) {
+		if seen[string(p.UID)] {
+			return
+		}
+		seen[string(p.UID)] = true
+		if pending, _ := podproj.Pending(p); !pending {
+			return
+		}
+		if n := s.nomination(p); n.Live && n.Claim == claim {
 			out = append(out, p)
 		}
 	}
+	for _, p := range s.cluster.podsNominatedTo(claim) {
+		holds(p)
+	}
+	for uid, n := range s.recent.nominatedTo(claim) {
+		if p, ok := s.cluster.pod(n.namespace, n.name); ok && string(p.UID) == uid {
+			holds(p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
 	return out
 }
 

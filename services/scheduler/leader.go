@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
@@ -23,6 +24,9 @@ func (s *scheduler) lead(ctx context.Context, work func(ctx context.Context)) er
 		LockConfig: resourcelock.ResourceLockConfig{Identity: s.cfg.Identity},
 	}
 	for ctx.Err() == nil {
+		// Work that returns while the lease is held (its consumer stopped) gives the lease up,
+		// so this replica campaigns again and another can take over, rather than holding it idle.
+		lctx, release := context.WithCancel(ctx)
 		var working sync.WaitGroup
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
@@ -37,6 +41,7 @@ func (s *scheduler) lead(ctx context.Context, work func(ctx context.Context)) er
 					s.rt.Log.Info().Str("lease", s.cfg.Namespace+"/"+leaseName).Str("identity", s.cfg.Identity).Msg("acquired lease; scheduling")
 					working.Add(1)
 					defer working.Done()
+					defer release()
 					work(lctx)
 				},
 				OnStoppedLeading: func() {
@@ -51,10 +56,16 @@ func (s *scheduler) lead(ctx context.Context, work func(ctx context.Context)) er
 			},
 		})
 		if err != nil {
+			release()
 			return fmt.Errorf("configuring leader election: %w", err)
 		}
-		le.Run(ctx) // returns when leadership is lost or ctx ends
+		le.Run(lctx) // returns when leadership is lost, work returns, or ctx ends
 		working.Wait()
+		release()
+		select { // no tight loop when work cannot get going
+		case <-ctx.Done():
+		case <-time.After(s.cfg.RetryPeriod):
+		}
 	}
 	return nil
 }

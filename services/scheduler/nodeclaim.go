@@ -216,7 +216,7 @@ func (s *scheduler) nominate(ctx context.Context, pod *corev1.Pod, claim string)
 	if err != nil {
 		return fmt.Errorf("nominating pod %s/%s to nodeclaim %s: %w", pod.Namespace, pod.Name, claim, err)
 	}
-	s.recent.addNomination(string(pod.UID), claim, at)
+	s.recent.addNomination(string(pod.UID), nomination{namespace: pod.Namespace, name: pod.Name, claim: claim, at: at})
 	nominated(s.recorder, pod, "nodeclaim", claim)
 	return nil
 }
