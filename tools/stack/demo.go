@@ -157,18 +157,19 @@ func demo(ctx context.Context, cfg config) error {
 		}
 		return n
 	}
-	nodes := func(pred func(corev1.Node) bool) int {
+	// nodes counts the launched nodes that match pred, and all of them, from one list (two
+	// lists a moment apart disagree while nodes are being deleted).
+	nodes := func(pred func(corev1.Node) bool) (n, total int) {
 		var list corev1.NodeList
 		if kube.List(ctx, &list, client.HasLabels{karpv1.NodePoolLabelKey}) != nil {
-			return -1
+			return -1, -1
 		}
-		n := 0
 		for _, node := range list.Items {
 			if pred(node) {
 				n++
 			}
 		}
-		return n
+		return n, len(list.Items)
 	}
 	down := []struct {
 		what string
@@ -179,8 +180,7 @@ func demo(ctx context.Context, cfg config) error {
 			return fmt.Sprintf("%d inflate pod(s) left", n), n == 0
 		}},
 		{"empty nodes cordoned", func() (string, bool) {
-			n := nodes(func(node corev1.Node) bool { return disrupted(node) })
-			total := nodes(func(corev1.Node) bool { return true })
+			n, total := nodes(disrupted)
 			return fmt.Sprintf("%d/%d node(s) tainted karpenter.sh/disrupted", n, total), total == 0 || n > 0
 		}},
 		{"instances terminated", func() (string, bool) {
@@ -188,7 +188,7 @@ func demo(ctx context.Context, cfg config) error {
 			return fmt.Sprintf("%d instance(s) running", n), n == 0
 		}},
 		{"nodes and claims gone", func() (string, bool) {
-			n := nodes(func(corev1.Node) bool { return true })
+			_, n := nodes(func(corev1.Node) bool { return true })
 			c, _ := claims(func(karpv1.NodeClaim) bool { return true })
 			return fmt.Sprintf("%d node(s), %d nodeclaim(s)", n, c), n == 0 && c == 0
 		}},
