@@ -16,8 +16,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -66,7 +68,7 @@ func (c *Common) Register(fs *flag.FlagSet, defaultAdmin string) {
 
 // Validate checks the common flags.
 func (c Common) Validate() error {
-	var errs []error
+	errs := []error{EnvError()}
 	if c.NATSURL == "" {
 		errs = append(errs, errors.New("--nats-url is required"))
 	}
@@ -201,28 +203,57 @@ func Env(key, def string) string {
 	return def
 }
 
-// EnvInt returns the environment variable as an int, or the default when unset or invalid.
-func EnvInt(key string, def int) int {
-	if v, err := strconv.Atoi(strings.TrimSpace(os.Getenv(key))); err == nil {
-		return v
-	}
-	return def
-}
+// EnvInt returns the environment variable as an int; the default when unset.
+func EnvInt(key string, def int) int { return envParse(key, def, strconv.Atoi) }
 
-// EnvFloat returns the environment variable as a float, or the default.
+// EnvFloat returns the environment variable as a float; the default when unset.
 func EnvFloat(key string, def float64) float64 {
-	if v, err := strconv.ParseFloat(strings.TrimSpace(os.Getenv(key)), 64); err == nil {
-		return v
-	}
-	return def
+	return envParse(key, def, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) })
 }
 
-// EnvDuration returns the environment variable as a duration, or the default.
+// EnvDuration returns the environment variable as a duration; the default when unset.
 func EnvDuration(key string, def time.Duration) time.Duration {
-	if v, err := time.ParseDuration(strings.TrimSpace(os.Getenv(key))); err == nil {
-		return v
+	return envParse(key, def, time.ParseDuration)
+}
+
+// envErrors holds the environment variables that are set but do not parse, by key. A value a
+// user wrote (a ConfigMap's "20" where "20s" was meant) is never replaced by the default in
+// silence: Common.Validate, which every service runs at start, refuses to start with it.
+var envErrors = struct {
+	sync.Mutex
+	byKey map[string]error
+}{byKey: map[string]error{}}
+
+func envParse[T any](key string, def T, parse func(string) (T, error)) T {
+	raw := strings.TrimSpace(os.Getenv(key))
+	envErrors.Lock()
+	defer envErrors.Unlock()
+	delete(envErrors.byKey, key)
+	if raw == "" {
+		return def
 	}
-	return def
+	v, err := parse(raw)
+	if err != nil {
+		envErrors.byKey[key] = fmt.Errorf("environment variable %s=%q does not parse: %w", key, raw, err)
+		return def
+	}
+	return v
+}
+
+// EnvError reports the environment variables that are set but do not parse.
+func EnvError() error {
+	envErrors.Lock()
+	defer envErrors.Unlock()
+	keys := make([]string, 0, len(envErrors.byKey))
+	for k := range envErrors.byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	errs := make([]error, 0, len(keys))
+	for _, k := range keys {
+		errs = append(errs, envErrors.byKey[k])
+	}
+	return errors.Join(errs...)
 }
 
 // Every runs f at once and then every d until ctx ends; it returns nil then, so it fits an

@@ -83,4 +83,28 @@ func TestValidateAndEnvFallback(t *testing.T) {
 	assert.Equal(t, 3*time.Second, EnvDuration("X_DUR", time.Second))
 	t.Setenv("X_DUR", "bogus")
 	assert.Equal(t, time.Second, EnvDuration("X_DUR", time.Second))
+	assert.ErrorContains(t, EnvError(), `X_DUR="bogus"`, "and the bad value is reported")
+	t.Setenv("X_DUR", "")
+	EnvDuration("X_DUR", time.Second) // read again: unset, so nothing is reported
+	require.NoError(t, EnvError())
+}
+
+// A value a user set that does not parse is refused at start with the variable named, never
+// replaced by the default in silence; fixing it clears the error.
+func TestMalformedEnvironmentIsRefused(t *testing.T) {
+	t.Setenv("FW_TEST_GRACE", "20")
+	assert.Equal(t, time.Minute, EnvDuration("FW_TEST_GRACE", time.Minute))
+	valid := Common{NATSURL: "nats://x", AdminAddr: ":1"}
+	assert.ErrorContains(t, valid.Validate(), `environment variable FW_TEST_GRACE="20" does not parse`)
+
+	t.Setenv("FW_TEST_GRACE", "20s")
+	assert.Equal(t, 20*time.Second, EnvDuration("FW_TEST_GRACE", time.Minute))
+	assert.NoError(t, valid.Validate())
+
+	t.Setenv("FW_TEST_BURST", "lots")
+	EnvInt("FW_TEST_BURST", 100)
+	assert.ErrorContains(t, valid.Validate(), "FW_TEST_BURST")
+	t.Setenv("FW_TEST_BURST", "")
+	assert.Equal(t, 100, EnvInt("FW_TEST_BURST", 100), "unset means the default")
+	assert.NoError(t, valid.Validate())
 }
