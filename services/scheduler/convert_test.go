@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -118,4 +119,20 @@ func TestGatherReadsNodesBeforePendingPods(t *testing.T) {
 	assert.Equal(t, []string{"nodes", "pending"}, order)
 	counted := len(nodes["n1"]) + len(pending)
 	assert.LessOrEqual(t, counted, 1, "the pod is on its node or pending, never both: nodes %v, pending %v", nodes, pending)
+}
+
+// What a replica remembers of its own nominations and announcements is forgotten after
+// recentMemoryTTL even when no claim is created (every write prunes, at most once a minute).
+func TestRecentForgetsWithoutNewClaims(t *testing.T) {
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	r := newRecent(func() time.Time { return now })
+	r.addNomination("uid-1", nomination{namespace: "ns", name: "p1", claim: "c1", at: now})
+	assert.True(t, r.announce("uid-1", "c1", now))
+	assert.False(t, r.announce("uid-1", "c1", now), "told once")
+	now = now.Add(recentMemoryTTL + 2*time.Minute)
+	r.addNomination("uid-2", nomination{namespace: "ns", name: "p2", claim: "c2", at: now})
+	_, remembered := r.nomination("uid-1")
+	assert.False(t, remembered)
+	assert.Empty(t, r.nominatedTo("c1"))
+	assert.Len(t, r.announced, 0, "the old announcement is forgotten")
 }

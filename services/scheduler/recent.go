@@ -21,6 +21,7 @@ type recent struct {
 	pods      map[string]nomination          // by pod UID
 	byClaim   map[string]map[string]struct{} // claim → UIDs of the pods nominated to it
 	announced map[string]time.Time           // "uid claim@at" of ended nominations told
+	pruned    time.Time
 }
 
 type nomination struct {
@@ -50,6 +51,7 @@ func (r *recent) forgetClaim(name string) {
 func (r *recent) addNomination(podUID string, n nomination) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.prune()
 	if old, ok := r.pods[podUID]; ok {
 		delete(r.byClaim[old.claim], podUID)
 	}
@@ -91,6 +93,7 @@ func (r *recent) announce(podUID, claim string, at time.Time) bool {
 	key := podUID + " " + claim + "@" + at.Format(time.RFC3339)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.prune()
 	if _, told := r.announced[key]; told {
 		return false
 	}
@@ -98,7 +101,13 @@ func (r *recent) announce(podUID, claim string, at time.Time) bool {
 	return true
 }
 
+// prune forgets what is older than recentMemoryTTL, at most once a minute (every write calls it,
+// so the memory stays bounded whether or not claims are being created). The caller holds mu.
 func (r *recent) prune() {
+	if r.now().Sub(r.pruned) < time.Minute {
+		return
+	}
+	r.pruned = r.now()
 	cutoff := r.now().Add(-recentMemoryTTL)
 	for k, t := range r.claims {
 		if t.Before(cutoff) {
