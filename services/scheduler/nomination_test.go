@@ -10,8 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -89,17 +87,11 @@ func (e *env) readyClaim(claim, node, cpu string, readyAt time.Time) {
 	_, err = e.kube.CoreV1().Nodes().Patch(e.ctx, node, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
 	require.NoError(e.t, err)
 
-	u, err := e.dyn.Resource(nodeClaimsGVR).Get(e.ctx, nc.Name, metav1.GetOptions{})
-	require.NoError(e.t, err)
-	var cur karpv1.NodeClaim
-	require.NoError(e.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &cur))
-	cur.Status.NodeName = node
-	cur.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized",
-		LastTransitionTime: metav1.NewTime(readyAt)})
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&cur)
-	require.NoError(e.t, err)
-	_, err = e.dyn.Resource(nodeClaimsGVR).UpdateStatus(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{})
-	require.NoError(e.t, err)
+	e.updateClaimStatus(nc.Name, func(cur *karpv1.NodeClaim) {
+		cur.Status.NodeName = node
+		cur.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized",
+			LastTransitionTime: metav1.NewTime(readyAt)})
+	})
 }
 
 // nominateTo annotates the pods as the scheduler does when it nominates them.

@@ -72,13 +72,25 @@ func (e *env) createClaim(name string, launched bool) karpv1.NodeClaim {
 	var out karpv1.NodeClaim
 	require.NoError(e.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out))
 	if launched {
-		out.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched", LastTransitionTime: metav1.Now()})
-		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&out)
-		require.NoError(e.t, err)
-		_, err = e.dyn.Resource(nodeClaimsGVR).UpdateStatus(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{})
-		require.NoError(e.t, err)
+		e.updateClaimStatus(out.Name, func(nc *karpv1.NodeClaim) {
+			nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched", LastTransitionTime: metav1.Now()})
+		})
 	}
 	return out
+}
+
+// updateClaimStatus reads the NodeClaim, lets change edit it, and writes its status back.
+func (e *env) updateClaimStatus(name string, change func(*karpv1.NodeClaim)) {
+	e.t.Helper()
+	u, err := e.dyn.Resource(nodeClaimsGVR).Get(e.ctx, name, metav1.GetOptions{})
+	require.NoError(e.t, err)
+	var nc karpv1.NodeClaim
+	require.NoError(e.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc))
+	change(&nc)
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&nc)
+	require.NoError(e.t, err)
+	_, err = e.dyn.Resource(nodeClaimsGVR).UpdateStatus(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{})
+	require.NoError(e.t, err)
 }
 
 var reconcileIntents = regexp.MustCompile(`fleetwright_scheduler_launch_intents_total\{source="reconcile"\} (\d+)`)
