@@ -54,7 +54,7 @@ func (s *scheduler) simulatePlan(req *schedulerv1.SimulateRequest) (*schedulerv1
 	for _, c := range v.claims {
 		if removed[c.Name] && !found[c.Name] {
 			found[c.Name] = true
-			for _, p := range s.cluster.podsNominatedTo(c.Name) {
+			for _, p := range s.liveNominations(c.Name) {
 				pods = append(pods, corePod(podproj.Project(p, s.cluster.volumes)))
 			}
 		}
