@@ -20,7 +20,6 @@ import (
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
-	schedulerv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/scheduler/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
 
@@ -38,8 +37,6 @@ func TestTopLevelMessagesRoundTrip(t *testing.T) {
 		{"fleetwright.interruption.v1.InterruptionEvent", interruptionEvent()},
 		{"fleetwright.termination.v1.TerminationIntent", terminationIntent()},
 		{"fleetwright.termination.v1.TerminationResult", terminationResult()},
-		{"fleetwright.scheduler.v1.SimulateRequest", simulateRequest()},
-		{"fleetwright.scheduler.v1.SimulateResponse", simulateResponse()},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.fullName), func(t *testing.T) {
@@ -486,35 +483,5 @@ func terminationResult() *terminationv1.TerminationResult {
 		DrainDuration:   durationpb.New(12 * time.Second),
 		Error:           "terminating instance: RequestLimitExceeded",
 		CompleteTime:    timestamppb.New(t1),
-	}
-}
-
-func simulateRequest() *schedulerv1.SimulateRequest {
-	return &schedulerv1.SimulateRequest{
-		NodeNames:     []string{"ip-10-0-1-23.ec2.internal"},
-		ExtraPods:     []*podsv1.PodProjection{podProjection()},
-		NodePoolNames: []string{"default"},
-	}
-}
-
-func simulateResponse() *schedulerv1.SimulateResponse {
-	return &schedulerv1.SimulateResponse{
-		AllPodsFit: true,
-		Placements: []*schedulerv1.Placement{
-			{Pod: podRef(), Target: &schedulerv1.Placement_NodeName{NodeName: "ip-10-0-1-24.ec2.internal"}},
-			{Pod: podRef(), Target: &schedulerv1.Placement_NewNodeClaimName{NewNodeClaimName: "sim-1"}},
-		},
-		NewNodeClaims: []*schedulerv1.SimulatedNodeClaim{{
-			Name:          "sim-1",
-			NodePoolName:  "default",
-			InstanceTypes: []*launchv1.InstanceTypeOption{instanceTypeOption()},
-			Requirements:  []*commonv1.NodeSelectorRequirement{requirement()},
-			Resources:     resources(),
-			Pods:          []*commonv1.PodRef{podRef()},
-		}},
-		UnplaceablePods:       []*schedulerv1.UnplaceablePod{{Pod: podRef(), Reason: "no instance type has 96 cpu"}},
-		RemovedCostUsdPerHour: 0.192,
-		AddedCostUsdPerHour:   0.096,
-		CostDeltaUsdPerHour:   -0.096,
 	}
 }

@@ -16,7 +16,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
@@ -426,50 +425,6 @@ func TestGracefulStopFinishesInFlightHandler(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), info.AckFloor.Stream, "the in-flight message was acked")
 	assert.Equal(t, 0, info.NumAckPending)
-}
-
-func TestRequestReply(t *testing.T) {
-	e := newEnv(t)
-	server := e.connect(t, "scheduler")
-	client := e.connect(t, "terminator")
-	subj := e.prefix.Of(subject.SchedulerSimulate)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	var serverTrace received[trace.TraceID]
-	_, err := bus.Serve(ctx, server, subj, "scheduler",
-		func(ctx context.Context, req *structpb.Struct) (*wrapperspb.StringValue, error) {
-			serverTrace.add(trace.SpanContextFromContext(ctx).TraceID())
-			node := req.GetFields()["node"].GetStringValue()
-			if node == "" {
-				return nil, errors.New("simulate: no node given")
-			}
-			return str("pods of " + node + " fit elsewhere"), nil
-		})
-	require.NoError(t, err)
-
-	rctx, root := e.tp.Tracer("test").Start(ctx, "consolidate")
-	defer root.End()
-	req, err := structpb.NewStruct(map[string]any{"node": "node-a"})
-	require.NoError(t, err)
-	resp, err := bus.Request[*wrapperspb.StringValue](rctx, client, subj, req)
-	require.NoError(t, err)
-	assert.Equal(t, "pods of node-a fit elsewhere", resp.GetValue())
-	assert.Equal(t, []trace.TraceID{root.SpanContext().TraceID()}, serverTrace.snapshot(), "trace context reaches the server")
-
-	empty, err := structpb.NewStruct(nil)
-	require.NoError(t, err)
-	_, err = bus.Request[*wrapperspb.StringValue](rctx, client, subj, empty)
-	var remote *bus.RemoteError
-	require.ErrorAs(t, err, &remote)
-	assert.Equal(t, "simulate: no node given", remote.Message)
-
-	_, err = bus.Request[*wrapperspb.StringValue](rctx, client, subj, str("wrong type"))
-	require.ErrorAs(t, err, &remote)
-	assert.Contains(t, remote.Message, "type google.protobuf.StringValue, want google.protobuf.Struct")
-
-	_, err = bus.Request[*wrapperspb.StringValue](rctx, client, e.prefix.Of("nobody.home"), req)
-	assert.ErrorIs(t, err, nats.ErrNoResponders)
 }
 
 func TestConnectRejectsBadPrefix(t *testing.T) {

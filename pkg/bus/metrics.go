@@ -22,7 +22,6 @@ type metrics struct {
 	messages  *prometheus.CounterVec   // subject, outcome
 	published *prometheus.CounterVec   // subject, result
 	handle    *prometheus.HistogramVec // subject
-	requests  *prometheus.CounterVec   // subject, result
 	lag       *prometheus.GaugeVec     // consumer: messages not yet delivered
 	ackWait   *prometheus.GaugeVec     // consumer: delivered, not yet acknowledged
 }
@@ -42,10 +41,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Time a consumer handler took for one message.",
 			Buckets: prometheus.DefBuckets,
 		}, []string{"subject"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fleetwright_bus_requests_total",
-			Help: "Request/reply calls served, by subject and result (ok, error).",
-		}, []string{"subject", "result"}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "fleetwright_bus_consumer_lag_messages",
 			Help: "JetStream consumer lag: messages in the stream not yet delivered to the durable consumer.",
@@ -71,10 +66,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	m.handle, err = register(reg, m.handle)
-	if err != nil {
-		return nil, err
-	}
-	m.requests, err = register(reg, m.requests)
 	if err != nil {
 		return nil, err
 	}

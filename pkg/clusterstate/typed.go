@@ -1,7 +1,6 @@
-// Package clusterstate is the services' shared read side of the cluster. Today it holds the
-// informer transform every service uses to read Karpenter's resources through dynamic
-// informers as typed objects; the cluster-state issue grows it into the one cache builder and
-// read model (nodes with their NodeClaims, pods by node, in-flight claims, pools).
+// Package clusterstate is the services' shared read side of the cluster: the one cache builder
+// (Cache), the informer transforms, and the read models every service shares (pods by node and
+// by nomination, NodeClaims by name and by instance, pools with v1alpha5 translated once).
 package clusterstate
 
 import (
@@ -38,6 +37,9 @@ func Typed[T any, PT interface {
 // that did not convert (see Typed) and the error converting it now.
 func List[T any](inf cache.SharedIndexInformer, bad func(name string, err error)) []*T {
 	var out []*T
+	if inf == nil {
+		return nil
+	}
 	for _, o := range inf.GetStore().List() {
 		if t, ok := o.(*T); ok {
 			out = append(out, t)
@@ -52,6 +54,9 @@ func List[T any](inf cache.SharedIndexInformer, bad func(name string, err error)
 
 // Get returns the informer's object with the key (namespace/name, or name) if it is a *T.
 func Get[T any](inf cache.SharedIndexInformer, key string) (*T, bool) {
+	if inf == nil {
+		return nil, false
+	}
 	o, ok, err := inf.GetStore().GetByKey(key)
 	if err != nil || !ok {
 		return nil, false

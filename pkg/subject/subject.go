@@ -11,7 +11,6 @@
 //	<prefix>.interruptions.<kind>       terminator (SQS bridge)  -> terminator
 //	<prefix>.terminations.intents       terminator  -> terminator workers
 //	<prefix>.terminations.results       terminator workers -> anyone
-//	<prefix>.scheduler.simulate         request/reply, core NATS (no stream)
 //	<prefix>.deadletter.<original rest> messages that could not be decoded or kept failing
 //
 // A Prefix is a validated NATS token chain; its methods build full subjects,
@@ -35,7 +34,6 @@ const (
 	NodesEvents          = "nodes.events"
 	TerminationsIntents  = "terminations.intents"
 	TerminationsResults  = "terminations.results"
-	SchedulerSimulate    = "scheduler.simulate"
 
 	// interruptions and deadletter are the roots of subject families built by
 	// Prefix.Interruptions and Prefix.DeadLetter.

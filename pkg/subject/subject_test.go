@@ -52,7 +52,6 @@ func TestBuilders(t *testing.T) {
 		{"nodes", p.Of(NodesEvents), "fw.test.nodes.events"},
 		{"terminations intents", p.Of(TerminationsIntents), "fw.test.terminations.intents"},
 		{"terminations results", p.Of(TerminationsResults), "fw.test.terminations.results"},
-		{"simulate", p.Of(SchedulerSimulate), "fw.test.scheduler.simulate"},
 		{"interruption", p.Interruptions(InterruptionSpot), "fw.test.interruptions.spot"},
 		{"all interruptions", p.AllInterruptions(), "fw.test.interruptions.*"},
 		{"deadletter", p.DeadLetter("fw.test.launch.intents"), "fw.test.deadletter.launch.intents"},

@@ -13,8 +13,7 @@
 //
 // Replicas run active/standby under the Lease "fleetwright-scheduler": only the leader
 // consumes batches and republishes the intents of NodeClaims not launched yet (so a crash
-// between creating a NodeClaim and publishing its intent loses nothing). Every replica answers
-// <prefix>.scheduler.simulate: "if these nodes went away, where would their pods go?"
+// between creating a NodeClaim and publishing its intent loses nothing).
 package main
 
 import "github.com/fleetwright/fleetwright/pkg/service"

@@ -9,7 +9,6 @@ type metrics struct {
 	podsUnsched   prometheus.Counter
 	claims        *prometheus.CounterVec
 	intents       *prometheus.CounterVec
-	simulations   *prometheus.CounterVec
 	leader        prometheus.Gauge
 	// nominationsEnded counts pods scheduled again because their nomination ended;
 	// nominationsEndedEarly the nominations this replica ended because the node had no room.
@@ -31,8 +30,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "NodeClaims created, by NodePool."}, []string{"nodepool"}),
 		intents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_launch_intents_total",
 			Help: "LaunchIntents published, by source (batch, reconcile)."}, []string{"source"}),
-		simulations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_simulations_total",
-			Help: "Simulate requests answered, by result (ok, error)."}, []string{"result"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_scheduler_leader",
 			Help: "1 while this replica holds the scheduler Lease."}),
 		nominationsEnded: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_nominations_ended_total",
@@ -40,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.nominationsEndedEarly = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_nominations_ended_early_total",
 		Help: "Nominations the scheduler ended because the claim's ready node had no room left for the pod (kube-scheduler placed others there)."})
-	reg.MustRegister(m.solveSeconds, m.batches, m.podsScheduled, m.podsUnsched, m.claims, m.intents, m.simulations, m.leader,
+	reg.MustRegister(m.solveSeconds, m.batches, m.podsScheduled, m.podsUnsched, m.claims, m.intents, m.leader,
 		m.nominationsEnded, m.nominationsEndedEarly)
 	return m
 }

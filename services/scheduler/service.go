@@ -17,7 +17,6 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
-	schedulerv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/scheduler/v1"
 )
 
 // durable is the batch consumer's name, shared by every replica (only the leader pulls).
@@ -98,10 +97,6 @@ func (s *scheduler) run(ctx context.Context) error {
 	}
 	s.catalog = &instanceTypes{watch: watch}
 	if err := s.unavailable.Follow(ctx, s.rt.Bus, s.cfg.UnavailableReplay, s.rt.Log); err != nil {
-		return err
-	}
-	if _, err := bus.Serve[*schedulerv1.SimulateRequest, *schedulerv1.SimulateResponse](ctx, s.rt.Bus,
-		prefix.Of(subject.SchedulerSimulate), durable, s.simulate); err != nil {
 		return err
 	}
 	s.rt.Log.Info().Str("identity", s.cfg.Identity).Str("lease", s.cfg.Namespace+"/"+leaseName).Msg("caches synced; campaigning for the lease")

@@ -18,7 +18,6 @@ import (
 	interruptionv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/interruption/v1"
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
-	schedulerv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/scheduler/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
 
@@ -128,15 +127,6 @@ func TestServicesWorkUnderTheirUsers(t *testing.T) {
 		require.Equal(t, "m5.large", receive(t, ch, user+" follows unavailable offerings").GetInstanceType())
 	}
 	require.NoError(t, conns["launcher"].Publish(ctx, p.Of(subject.LaunchResults), &launchv1.LaunchResult{NodeClaimName: "nc-1"}, "r1"))
-
-	// terminator -> scheduler: simulate request/reply.
-	_, err = bus.Serve[*schedulerv1.SimulateRequest, *schedulerv1.SimulateResponse](ctx, conns["scheduler"], p.Of(subject.SchedulerSimulate), "scheduler",
-		func(context.Context, *schedulerv1.SimulateRequest) (*schedulerv1.SimulateResponse, error) {
-			return &schedulerv1.SimulateResponse{}, nil
-		})
-	require.NoError(t, err)
-	_, err = bus.Request[*schedulerv1.SimulateResponse](ctx, conns["terminator"], p.Of(subject.SchedulerSimulate), &schedulerv1.SimulateRequest{})
-	require.NoError(t, err, "the terminator asks the scheduler to simulate")
 
 	// terminator: interruptions in, termination intents through its workers, results out; it
 	// also reads launch results.

@@ -192,7 +192,7 @@ func TestServiceSubscribePermissions(t *testing.T) {
 		{"pod-watcher", p.Of(subject.LaunchIntents)},
 		{"pod-watcher", p.All()},
 		{"launcher", p.Of(subject.PodsPending)},
-		{"terminator", p.Of(subject.SchedulerSimulate)},
+		{"terminator", p.Of(subject.PodsPending)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.user+"/"+tc.subject, func(t *testing.T) {

@@ -23,7 +23,6 @@ type NATSUser struct {
 	Comment   string   // why it has what it has
 	Publish   []string // subjects it may publish to (JetStream API subjects included)
 	Subscribe []string // subjects it may subscribe to
-	Responses bool     // may answer requests it received (allow_responses)
 }
 
 // catalogStream is the JetStream stream behind the catalog key-value bucket.
@@ -91,14 +90,13 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 		{
 			Name: "scheduler",
 			Comment: "consumes batches, follows unavailable offerings and the catalog, publishes launch " +
-				"intents, answers simulate requests",
+				"intents",
 			Publish: join([]string{
 				p.Of(subject.LaunchIntents),
 				p.DeadLetter(p.Of(subject.PodsPending)),
 			}, js, readStream(p.Stream(subject.StreamPods)), readStream(p.Stream(subject.StreamOfferings)),
 				readStream(catalogStream(p))),
-			Subscribe: []string{p.Of(subject.SchedulerSimulate), inbox},
-			Responses: true,
+			Subscribe: []string{inbox},
 		},
 		{
 			Name: "launcher",
@@ -117,13 +115,12 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 		{
 			Name: "terminator",
 			Comment: "bridges SQS interruptions, decides and carries out terminations (publishing node " +
-				"events), asks the scheduler to simulate; reads launch results and node events",
+				"events); reads launch results and node events",
 			Publish: join([]string{
 				p.AllInterruptions(),
 				p.Of(subject.TerminationsIntents),
 				p.Of(subject.TerminationsResults),
 				p.Of(subject.NodesEvents),
-				p.Of(subject.SchedulerSimulate),
 				p.DeadLetter(p.AllInterruptions()),
 				p.DeadLetter(p.Of(subject.TerminationsIntents)),
 				p.DeadLetter(p.Of(subject.LaunchResults)),
@@ -169,9 +166,6 @@ func RenderAuthConf(users []NATSUser) string {
 		fmt.Fprintf(&b, "    {\n      user: %q\n      password: $%s\n      permissions: {\n", u.Name, passwordEnv(u.Name))
 		writeList(&b, "publish", u.Publish)
 		writeList(&b, "subscribe", u.Subscribe)
-		if u.Responses {
-			b.WriteString("        allow_responses: true\n")
-		}
 		b.WriteString("      }\n    }\n")
 	}
 	b.WriteString("  ]\n}\n")

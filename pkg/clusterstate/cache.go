@@ -1,0 +1,287 @@
+package clusterstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/rs/zerolog"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
+	"github.com/fleetwright/fleetwright/pkg/apis/ec2/v1alpha1"
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1alpha5"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+)
+
+// The Karpenter resources, as the dynamic client names them.
+var (
+	NodePools     = karpv1.SchemeGroupVersion.WithResource("nodepools")
+	NodeClaims    = karpv1.SchemeGroupVersion.WithResource("nodeclaims")
+	NodeClasses   = ec2v1.SchemeGroupVersion.WithResource("ec2nodeclasses")
+	Provisioners  = v1alpha5.SchemeGroupVersion.WithResource("provisioners")
+	NodeTemplates = v1alpha1.SchemeGroupVersion.WithResource("awsnodetemplates")
+)
+
+// ErrNotSynced is what Ready reports until every informer has listed once.
+var ErrNotSynced = errors.New("informer caches not synced yet")
+
+// PodScope is which pods a cache holds.
+type PodScope int
+
+const (
+	NoPods      PodScope = iota
+	UnboundPods          // only pods without a node: the pending candidates (pod-watcher)
+	AllPods
+)
+
+// Want names what a service reads; its cache holds that and nothing else.
+type Want struct {
+	Pods        PodScope
+	Nodes       bool
+	DaemonSets  bool
+	Volumes     bool // PersistentVolumeClaims, PersistentVolumes and StorageClasses, for podproj
+	NodeClaims  bool
+	Pools       bool // NodePools, and v1alpha5 Provisioners where that API is served
+	NodeClasses bool // EC2NodeClasses, and v1alpha1 AWSNodeTemplates where that API is served
+}
+
+// Cache is the one way a service reads the cluster: client-go informers for the core types,
+// dynamic informers for Karpenter's resources (typed once as they enter the cache), managed
+// fields dropped, and readiness that says when all of them have listed. Informers a service did
+// not ask for are nil.
+type Cache struct {
+	Pods, Nodes, DaemonSets                                     cache.SharedIndexInformer
+	NodeClaims, NodePools, NodeClasses, Provisioners, Templates cache.SharedIndexInformer
+	Volumes                                                     podproj.Listers
+	// Legacy is whether the v1alpha5 generation's CRDs are served (and so watched).
+	Legacy bool
+
+	log       zerolog.Logger
+	factories []interface{ Start(<-chan struct{}) }
+	synced    []cache.InformerSynced
+}
+
+// Index names.
+const (
+	byNode       = "node"       // pods by spec.nodeName
+	byNomination = "nomination" // unbound pods by the NodeClaim they are nominated to
+	byInstance   = "instance"   // NodeClaims by EC2 instance id
+)
+
+// New builds the informers; Start runs them.
+func New(kube kubernetes.Interface, dyn dynamic.Interface, want Want, log zerolog.Logger) (*Cache, error) {
+	c := &Cache{log: log}
+	core := informers.NewSharedInformerFactory(kube, 0)
+	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+	c.factories = []interface{ Start(<-chan struct{}) }{core, df}
+	var all []cache.SharedIndexInformer
+	var errs []error
+	add := func(inf cache.SharedIndexInformer, transform cache.TransformFunc) cache.SharedIndexInformer {
+		errs = append(errs, inf.SetTransform(transform))
+		all = append(all, inf)
+		return inf
+	}
+	switch want.Pods {
+	case UnboundPods:
+		unbound := informers.NewSharedInformerFactoryWithOptions(kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
+		}))
+		c.factories = append(c.factories, unbound)
+		c.Pods = add(unbound.Core().V1().Pods().Informer(), StripManagedFields)
+	case AllPods:
+		c.Pods = add(core.Core().V1().Pods().Informer(), StripManagedFields)
+	}
+	if c.Pods != nil {
+		errs = append(errs, c.Pods.AddIndexers(cache.Indexers{byNode: podByNode, byNomination: podByNomination}))
+	}
+	if want.Nodes {
+		c.Nodes = add(core.Core().V1().Nodes().Informer(), StripManagedFields)
+	}
+	if want.DaemonSets {
+		c.DaemonSets = add(core.Apps().V1().DaemonSets().Informer(), StripManagedFields)
+	}
+	if want.Volumes {
+		claims, pvs, classes := core.Core().V1().PersistentVolumeClaims(), core.Core().V1().PersistentVolumes(), core.Storage().V1().StorageClasses()
+		add(claims.Informer(), StripManagedFields)
+		add(pvs.Informer(), StripManagedFields)
+		add(classes.Informer(), StripManagedFields)
+		c.Volumes = podproj.Listers{Claims: claims.Lister(), Volumes: pvs.Lister(), Classes: classes.Lister()}
+	}
+	if want.NodeClaims {
+		c.NodeClaims = add(df.ForResource(NodeClaims).Informer(), Typed[karpv1.NodeClaim]())
+		errs = append(errs, c.NodeClaims.AddIndexers(cache.Indexers{byInstance: claimByInstance}))
+	}
+	if want.Pools || want.NodeClasses {
+		legacy, err := served(kube, Provisioners, NodeTemplates)
+		if err != nil {
+			return nil, err
+		}
+		c.Legacy = legacy
+	}
+	if want.Pools {
+		c.NodePools = add(df.ForResource(NodePools).Informer(), Typed[karpv1.NodePool]())
+		if c.Legacy {
+			c.Provisioners = add(df.ForResource(Provisioners).Informer(), Typed[v1alpha5.Provisioner]())
+		}
+	}
+	if want.NodeClasses {
+		c.NodeClasses = add(df.ForResource(NodeClasses).Informer(), Typed[ec2v1.EC2NodeClass]())
+		if c.Legacy {
+			c.Templates = add(df.ForResource(NodeTemplates).Informer(), Typed[v1alpha1.AWSNodeTemplate]())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("setting up informers: %w", err)
+	}
+	for _, inf := range all {
+		c.synced = append(c.synced, inf.HasSynced)
+	}
+	return c, nil
+}
+
+// Start runs the informers and waits until each has listed once.
+func (c *Cache) Start(ctx context.Context) error {
+	for _, f := range c.factories {
+		f.Start(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return fmt.Errorf("waiting for informer caches: %w", ctx.Err())
+	}
+	return nil
+}
+
+// Ready is the readiness check: nil once every informer has listed.
+func (c *Cache) Ready(context.Context) error {
+	for _, s := range c.synced {
+		if !s() {
+			return ErrNotSynced
+		}
+	}
+	return nil
+}
+
+// served reports whether the API server serves all the resources.
+func served(kube kubernetes.Interface, gvrs ...schema.GroupVersionResource) (bool, error) {
+	for _, gvr := range gvrs {
+		list, err := kube.Discovery().ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("discovering %s: %w", gvr.GroupVersion(), err)
+		}
+		found := false
+		for _, r := range list.APIResources {
+			found = found || r.Name == gvr.Resource
+		}
+		if !found {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func podByNode(o any) ([]string, error) {
+	if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+		return []string{p.Spec.NodeName}, nil
+	}
+	return nil, nil
+}
+
+func podByNomination(o any) ([]string, error) {
+	if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName == "" && p.Annotations[podproj.NominationAnnotation] != "" {
+		return []string{p.Annotations[podproj.NominationAnnotation]}, nil
+	}
+	return nil, nil
+}
+
+func claimByInstance(o any) ([]string, error) {
+	if nc, ok := o.(*karpv1.NodeClaim); ok {
+		if id := ec2v1.InstanceID(nc.Status.ProviderID); id != "" {
+			return []string{id}, nil
+		}
+	}
+	return nil, nil
+}
+
+// Pod returns the cached pod.
+func (c *Cache) Pod(namespace, name string) (*corev1.Pod, bool) {
+	return Get[corev1.Pod](c.Pods, namespace+"/"+name)
+}
+
+// PodsOn returns the pods bound to a node.
+func (c *Cache) PodsOn(node string) []*corev1.Pod { return byIndex[corev1.Pod](c.Pods, byNode, node) }
+
+// PodsNominatedTo returns the unbound pods nominated to a NodeClaim.
+func (c *Cache) PodsNominatedTo(claim string) []*corev1.Pod {
+	return byIndex[corev1.Pod](c.Pods, byNomination, claim)
+}
+
+// Node returns the cached node.
+func (c *Cache) Node(name string) (*corev1.Node, bool) { return Get[corev1.Node](c.Nodes, name) }
+
+// AllNodes returns every cached node.
+func (c *Cache) AllNodes() []*corev1.Node { return List[corev1.Node](c.Nodes, nil) }
+
+// AllDaemonSets returns every cached DaemonSet.
+func (c *Cache) AllDaemonSets() []*appsv1.DaemonSet { return List[appsv1.DaemonSet](c.DaemonSets, nil) }
+
+// Claim returns the cached NodeClaim.
+func (c *Cache) Claim(name string) (*karpv1.NodeClaim, bool) {
+	return Get[karpv1.NodeClaim](c.NodeClaims, name)
+}
+
+// Claims returns every cached NodeClaim that decodes; one that does not is logged.
+func (c *Cache) Claims() []*karpv1.NodeClaim {
+	return List[karpv1.NodeClaim](c.NodeClaims, c.undecodable("nodeclaim"))
+}
+
+// ClaimOfInstance returns the NodeClaim running an EC2 instance.
+func (c *Cache) ClaimOfInstance(id string) (*karpv1.NodeClaim, bool) {
+	claims := byIndex[karpv1.NodeClaim](c.NodeClaims, byInstance, id)
+	if len(claims) == 0 {
+		return nil, false
+	}
+	return claims[0], true
+}
+
+// NominationClaim looks a NodeClaim up for podproj.NominationRule.
+func (c *Cache) NominationClaim(name string) (podproj.Claim, bool) {
+	nc, ok := c.Claim(name)
+	if !ok {
+		return podproj.Claim{}, false
+	}
+	return podproj.ClaimOf(nc), true
+}
+
+func (c *Cache) undecodable(kind string) func(string, error) {
+	return func(name string, err error) {
+		c.log.Warn().Err(err).Str(kind, name).Msgf("skipping %s that does not decode", kind)
+	}
+}
+
+func byIndex[T any](inf cache.SharedIndexInformer, index, key string) []*T {
+	objs, err := inf.GetIndexer().ByIndex(index, key)
+	if err != nil {
+		return nil
+	}
+	out := make([]*T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(*T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}

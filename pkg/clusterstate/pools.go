@@ -1,0 +1,98 @@
+package clusterstate
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
+	"github.com/fleetwright/fleetwright/pkg/apis/ec2/v1alpha1"
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1alpha5"
+	"github.com/fleetwright/fleetwright/pkg/apis/translate"
+)
+
+// Pool is a NodePool as the services act on it: a karpenter.sh/v1 NodePool, or a v1alpha5
+// Provisioner translated into the v1 model. Pools is the one place that translation happens.
+type Pool struct {
+	*karpv1.NodePool
+	UID    types.UID // the NodePool's, or the Provisioner's
+	Legacy bool      // translated from a Provisioner
+	// Kubelet is the pool's kubelet configuration: its EC2NodeClass's (when the cache holds node
+	// classes) or, for a Provisioner, its own.
+	Kubelet *ec2v1.KubeletConfiguration
+}
+
+// Pools returns the pools that are not being deleted. A Provisioner that does not translate, or
+// whose name a NodePool already uses, is skipped and logged.
+func (c *Cache) Pools() []Pool {
+	var out []Pool
+	taken := map[string]bool{}
+	for _, np := range List[karpv1.NodePool](c.NodePools, c.undecodable("nodepool")) {
+		taken[np.Name] = true
+		if np.DeletionTimestamp != nil {
+			continue
+		}
+		p := Pool{NodePool: np, UID: np.UID}
+		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil && c.NodeClasses != nil {
+			if nc, ok := Get[ec2v1.EC2NodeClass](c.NodeClasses, ref.Name); ok {
+				p.Kubelet = nc.Spec.Kubelet
+			}
+		}
+		out = append(out, p)
+	}
+	if c.Provisioners == nil {
+		return out
+	}
+	for _, prov := range List[v1alpha5.Provisioner](c.Provisioners, c.undecodable("provisioner")) {
+		if prov.DeletionTimestamp != nil {
+			continue
+		}
+		log := c.log.Warn().Str("provisioner", prov.Name)
+		if taken[prov.Name] {
+			log.Msg("skipping provisioner: a nodepool of the same name exists")
+			continue
+		}
+		np, err := translate.NodePool(prov)
+		if err != nil {
+			log.Err(err).Msg("skipping provisioner that does not translate")
+			continue
+		}
+		if ref := prov.Spec.ProviderRef; ref != nil && c.Templates != nil {
+			if _, ok := Get[v1alpha1.AWSNodeTemplate](c.Templates, ref.Name); !ok {
+				log.Str("awsnodetemplate", ref.Name).Msg("provisioner refers to an awsnodetemplate that does not exist")
+			}
+		}
+		kubelet, err := translate.KubeletOf(np)
+		if err != nil {
+			log.Err(err).Msg("ignoring unreadable kubelet settings")
+		}
+		out = append(out, Pool{NodePool: np, UID: prov.UID, Legacy: true, Kubelet: kubelet})
+	}
+	return out
+}
+
+// ErrNoNodeClass is wrapped by NodeClass when neither generation has the class.
+var ErrNoNodeClass = fmt.Errorf("node class not found")
+
+// NodeClass returns the EC2NodeClass of the name or, for v1alpha5 users whose Provisioner
+// named an AWSNodeTemplate, the AWSNodeTemplate of that name translated into one. kind is the
+// reference's kind: "AWSNodeTemplate" looks only there, anything else tries the EC2NodeClass
+// first. A template that does not translate is an error that retrying will not fix.
+func (c *Cache) NodeClass(kind, name string, opts translate.Options) (*ec2v1.EC2NodeClass, error) {
+	if kind != "AWSNodeTemplate" {
+		if nc, ok := Get[ec2v1.EC2NodeClass](c.NodeClasses, name); ok {
+			return nc, nil
+		}
+	}
+	if c.Templates != nil {
+		if t, ok := Get[v1alpha1.AWSNodeTemplate](c.Templates, name); ok {
+			nc, err := translate.EC2NodeClass(t, opts)
+			if err != nil {
+				return nil, fmt.Errorf("translating AWSNodeTemplate %s: %w", name, err)
+			}
+			return nc, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: no EC2NodeClass or AWSNodeTemplate named %q", ErrNoNodeClass, name)
+}
