@@ -6,8 +6,9 @@ import (
 	"sort"
 	"time"
 
-	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 )
 
 // batcher collects pending pods into windows the way Karpenter batches them: a window opens

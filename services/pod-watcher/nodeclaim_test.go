@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 )
 
 func natsConnect(t *testing.T, url string) *nats.Conn {
@@ -41,15 +43,15 @@ func createNodeClaim(t *testing.T, ctx context.Context, kubeconfig, name string)
 			"requirements": []any{map[string]any{"key": "kubernetes.io/arch", "operator": "In", "values": []any{"amd64"}}},
 		},
 	}}
-	_, err := dynamicClient(t, kubeconfig).Resource(nodeClaimsGVR).Create(ctx, nc, metav1.CreateOptions{})
+	_, err := dynamicClient(t, kubeconfig).Resource(clusterstate.NodeClaims).Create(ctx, nc, metav1.CreateOptions{})
 	require.NoError(t, err)
 }
 
 func deleteNodeClaim(t *testing.T, ctx context.Context, _ kubernetes.Interface, kubeconfig, name string) {
 	t.Helper()
-	require.NoError(t, dynamicClient(t, kubeconfig).Resource(nodeClaimsGVR).Delete(ctx, name, metav1.DeleteOptions{}))
+	require.NoError(t, dynamicClient(t, kubeconfig).Resource(clusterstate.NodeClaims).Delete(ctx, name, metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {
-		_, err := dynamicClient(t, kubeconfig).Resource(nodeClaimsGVR).Get(ctx, name, metav1.GetOptions{})
+		_, err := dynamicClient(t, kubeconfig).Resource(clusterstate.NodeClaims).Get(ctx, name, metav1.GetOptions{})
 		return err != nil
 	}, 30*time.Second, 100*time.Millisecond)
 }
@@ -58,7 +60,7 @@ func deleteNodeClaim(t *testing.T, ctx context.Context, _ kubernetes.Interface, 
 // once the claim's node is ready.
 func markInitialized(t *testing.T, ctx context.Context, kubeconfig, name, node string) {
 	t.Helper()
-	res := dynamicClient(t, kubeconfig).Resource(nodeClaimsGVR)
+	res := dynamicClient(t, kubeconfig).Resource(clusterstate.NodeClaims)
 	u, err := res.Get(ctx, name, metav1.GetOptions{})
 	require.NoError(t, err)
 	u.Object["status"] = map[string]any{"nodeName": node, "conditions": []any{map[string]any{
@@ -71,7 +73,7 @@ func markInitialized(t *testing.T, ctx context.Context, kubeconfig, name, node s
 // startDeleting deletes a claim that carries a finalizer, so it stays, being deleted.
 func startDeleting(t *testing.T, ctx context.Context, kubeconfig, name string) {
 	t.Helper()
-	res := dynamicClient(t, kubeconfig).Resource(nodeClaimsGVR)
+	res := dynamicClient(t, kubeconfig).Resource(clusterstate.NodeClaims)
 	_, err := res.Patch(ctx, name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":["fleetwright.io/test-hold"]}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	require.NoError(t, res.Delete(ctx, name, metav1.DeleteOptions{}))

@@ -10,12 +10,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -25,11 +20,6 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 )
-
-var nodeClaimsGVR = schema.GroupVersionResource{Group: "karpenter.sh", Version: "v1", Resource: "nodeclaims"}
-
-// indexByNomination indexes pending pods by the NodeClaim they are nominated to.
-const indexByNomination = "nomination"
 
 func run(ctx context.Context, args []string) error {
 	cfg, err := parseConfig(args)
@@ -54,11 +44,7 @@ type watcher struct {
 	rt      *service.Runtime
 	metrics *metrics
 
-	pods       cache.SharedIndexInformer
-	nodeClaims cache.SharedIndexInformer
-	volumes    podproj.Listers
-	factories  []interface{ Start(<-chan struct{}) }
-	synced     []cache.InformerSynced
+	cluster *clusterstate.Cache
 
 	mu      sync.Mutex
 	batcher *batcher
@@ -73,41 +59,16 @@ type watcher struct {
 func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 	w := &watcher{cfg: cfg, rt: rt, metrics: newMetrics(rt.Registry), batcher: newBatcher(cfg.BatchIdle, cfg.BatchMax, cfg.Resync),
 		ends: map[string]time.Time{}, wake: make(chan struct{}, 1), now: time.Now}
-	// Only unbound pods can be pending: the field selector keeps the cache small.
-	unbound := informers.NewSharedInformerFactoryWithOptions(rt.Kube, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
-	}))
-	w.pods = unbound.Core().V1().Pods().Informer()
-	if err := w.pods.AddIndexers(cache.Indexers{indexByNomination: func(o any) ([]string, error) {
-		if p, ok := o.(*corev1.Pod); ok && p.Annotations[podproj.NominationAnnotation] != "" {
-			return []string{p.Annotations[podproj.NominationAnnotation]}, nil
-		}
-		return nil, nil
-	}}); err != nil {
-		return nil, fmt.Errorf("indexing pods: %w", err)
-	}
-	all := informers.NewSharedInformerFactory(rt.Kube, 0)
-	claims, pvs, classes := all.Core().V1().PersistentVolumeClaims(), all.Core().V1().PersistentVolumes(), all.Storage().V1().StorageClasses()
-	w.volumes = podproj.Listers{Claims: claims.Lister(), Volumes: pvs.Lister(), Classes: classes.Lister()}
 	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
 	if err != nil {
 		return nil, fmt.Errorf("creating dynamic client: %w", err)
 	}
-	df := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
-	w.nodeClaims = df.ForResource(nodeClaimsGVR).Informer()
-	if err := w.nodeClaims.SetTransform(clusterstate.Typed[karpv1.NodeClaim]()); err != nil {
-		return nil, fmt.Errorf("watching nodeclaims: %w", err)
+	// Only unbound pods can be pending: the field selector keeps the cache small.
+	if w.cluster, err = clusterstate.New(rt.Kube, dyn, clusterstate.Want{Pods: clusterstate.UnboundPods, Volumes: true, NodeClaims: true},
+		rt.Log); err != nil {
+		return nil, err
 	}
-	w.factories = []interface{ Start(<-chan struct{}) }{unbound, all, df}
-	for _, inf := range []cache.SharedIndexInformer{w.pods, claims.Informer(), pvs.Informer(), classes.Informer()} {
-		if err := inf.SetTransform(clusterstate.StripManagedFields); err != nil {
-			return nil, fmt.Errorf("setting informer transform: %w", err)
-		}
-	}
-	w.synced = []cache.InformerSynced{w.pods.HasSynced, w.nodeClaims.HasSynced,
-		claims.Informer().HasSynced, pvs.Informer().HasSynced, classes.Informer().HasSynced}
-
-	if _, err := w.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := w.cluster.Pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { w.observe(o) },
 		UpdateFunc: func(_, o any) { w.observe(o) },
 		DeleteFunc: func(o any) { w.forget(o) },
@@ -116,7 +77,7 @@ func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 	}
 	// A NodeClaim that goes away, starts being deleted or gets a ready node changes the fate of
 	// the pods nominated to it: look at them again.
-	if _, err := w.nodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := w.cluster.NodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, cur any) {
 			if o, c := claimOf(old), claimOf(cur); o != c {
 				w.observeNominatedTo(c.Name)
@@ -133,23 +94,13 @@ func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("watching nodeclaims: %w", err)
 	}
-	rt.Admin.AddReadiness("informers", func(context.Context) error {
-		for _, synced := range w.synced {
-			if !synced() {
-				return fmt.Errorf("pod, nodeclaim and volume caches not synced yet")
-			}
-		}
-		return nil
-	})
+	rt.Admin.AddReadiness("informers", w.cluster.Ready)
 	return w, nil
 }
 
 func (w *watcher) run(ctx context.Context) error {
-	for _, f := range w.factories {
-		f.Start(ctx.Done())
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
-		return fmt.Errorf("waiting for informer caches: %w", ctx.Err())
+	if err := w.cluster.Start(ctx); err != nil {
+		return err
 	}
 	w.rt.Log.Info().Dur("batchIdle", w.cfg.BatchIdle).Dur("batchMax", w.cfg.BatchMax).Msg("watching for pending pods")
 	resync := time.NewTicker(w.cfg.Resync)
@@ -194,7 +145,7 @@ func (w *watcher) observe(obj any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	pod := seen
-	if cur, exists, err := w.pods.GetStore().Get(seen); err == nil && exists {
+	if cur, exists, err := w.cluster.Pods.GetStore().Get(seen); err == nil && exists {
 		pod = cur.(*corev1.Pod)
 	} else if err == nil {
 		w.batcher.remove(string(seen.UID)) // gone (deleted or bound) since it was read
@@ -206,7 +157,7 @@ func (w *watcher) observe(obj any) {
 	pending, _ := podproj.Pending(pod)
 	var nom podproj.Nomination
 	if pending {
-		nom = w.cfg.Nomination.JudgePod(pod, w.claim, w.now())
+		nom = w.cfg.Nomination.JudgePod(pod, w.cluster.NominationClaim, w.now())
 		pending = !nom.Live
 	}
 	if nom.Live && !nom.Expires.IsZero() {
@@ -224,7 +175,7 @@ func (w *watcher) observe(obj any) {
 		w.rt.Log.Debug().Str("pod", pod.Namespace+"/"+pod.Name).Str("why", nom.Expired).Msg("offering pod again: its nomination ended")
 	}
 	opened := w.batcher.size() == 0
-	w.batcher.add(podproj.Project(pod, w.volumes), w.now())
+	w.batcher.add(podproj.Project(pod, w.cluster.Volumes), w.now())
 	if opened {
 		w.poke()
 	}
@@ -241,15 +192,6 @@ func (w *watcher) forget(obj any) {
 	}
 }
 
-// claim looks a NodeClaim up for the nomination rule.
-func (w *watcher) claim(name string) (podproj.Claim, bool) {
-	nc, ok := clusterstate.Get[karpv1.NodeClaim](w.nodeClaims, name)
-	if !ok {
-		return podproj.Claim{}, false
-	}
-	return podproj.ClaimOf(nc), true
-}
-
 // claimOf reads a NodeClaim from an informer event; the zero Claim for anything else.
 func claimOf(obj any) podproj.Claim {
 	if nc, ok := obj.(*karpv1.NodeClaim); ok {
@@ -264,19 +206,15 @@ func (w *watcher) resync() {
 	w.mu.Lock()
 	clear(w.ends)
 	w.mu.Unlock()
-	for _, obj := range w.pods.GetStore().List() {
+	for _, obj := range w.cluster.Pods.GetStore().List() {
 		w.observe(obj)
 	}
 }
 
 // observeNominatedTo looks again at the pods nominated to a claim.
 func (w *watcher) observeNominatedTo(claim string) {
-	pods, err := w.pods.GetIndexer().ByIndex(indexByNomination, claim)
-	if err != nil {
-		return
-	}
-	for _, obj := range pods {
-		w.observe(obj)
+	for _, p := range w.cluster.PodsNominatedTo(claim) {
+		w.observe(p)
 	}
 }
 

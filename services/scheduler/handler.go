@@ -151,7 +151,7 @@ func (s *scheduler) provisionable(ctx context.Context, batch *podsv1.PendingPodB
 	var out []scheduling.Pod
 	for _, uid := range order {
 		if pod := kube[uid]; pod != nil {
-			out = append(out, corePod(podproj.Project(pod, s.cluster.volumes)))
+			out = append(out, corePod(podproj.Project(pod, s.cluster.Volumes)))
 		}
 	}
 	return out, kube
@@ -168,7 +168,7 @@ const (
 // classify judges one pod of a batch by the cache; again reports a provisionable pod whose
 // nomination ended (it is told why in an event).
 func (s *scheduler) classify(p *podsv1.PodProjection) (pod *corev1.Pod, verdict podVerdict, again bool) {
-	pod, ok := s.cluster.pod(p.GetNamespace(), p.GetName())
+	pod, ok := s.cluster.Pod(p.GetNamespace(), p.GetName())
 	switch {
 	case !ok:
 		return nil, podNotYet, false
@@ -208,7 +208,7 @@ func (s *scheduler) nomination(pod *corev1.Pod) podproj.Nomination {
 
 // claimOrRecent looks a NodeClaim up in the cache, or among those this replica created.
 func (s *scheduler) claimOrRecent(name string) (podproj.Claim, bool) {
-	if c, ok := s.cluster.claim(name); ok {
+	if c, ok := s.cluster.NominationClaim(name); ok {
 		return c, true
 	}
 	return podproj.Claim{Name: name}, s.recent.created(name)
@@ -233,11 +233,11 @@ func (s *scheduler) liveNominations(claim string) []*corev1.Pod {
 			out = append(out, p)
 		}
 	}
-	for _, p := range s.cluster.podsNominatedTo(claim) {
+	for _, p := range s.cluster.PodsNominatedTo(claim) {
 		holds(p)
 	}
 	for uid, n := range s.recent.nominatedTo(claim) {
-		if p, ok := s.cluster.pod(n.namespace, n.name); ok && string(p.UID) == uid {
+		if p, ok := s.cluster.Pod(n.namespace, n.name); ok && string(p.UID) == uid {
 			holds(p)
 		}
 	}

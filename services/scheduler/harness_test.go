@@ -35,6 +35,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
 	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
@@ -133,7 +134,7 @@ func (e *env) start(identity string, extra ...string) (stop func()) {
 func (e *env) cleanupClusterObjects() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, gvr := range []schema.GroupVersionResource{nodeClaimsGVR, nodePoolsGVR, nodeClassesGVR, provisionersGVR, nodeTemplatesGVR} {
+	for _, gvr := range []schema.GroupVersionResource{clusterstate.NodeClaims, clusterstate.NodePools, clusterstate.NodeClasses, clusterstate.Provisioners, clusterstate.NodeTemplates} {
 		r := e.dyn.Resource(gvr)
 		if err := r.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); apierrors.IsNotFound(err) {
 			continue
@@ -299,7 +300,7 @@ func (e *env) launchIntentCount() uint64 {
 
 // nodeClaims lists the NodeClaims.
 func (e *env) nodeClaims() []karpv1.NodeClaim {
-	list, err := e.dyn.Resource(nodeClaimsGVR).List(e.ctx, metav1.ListOptions{})
+	list, err := e.dyn.Resource(clusterstate.NodeClaims).List(e.ctx, metav1.ListOptions{})
 	require.NoError(e.t, err)
 	out := make([]karpv1.NodeClaim, len(list.Items))
 	for i, u := range list.Items {

@@ -52,7 +52,7 @@ func (s *scheduler) input(v view, nodes []scheduling.Node, pods []scheduling.Pod
 	}
 	for _, ds := range v.daemonSets {
 		in.DaemonSets = append(in.DaemonSets, scheduling.DaemonSet{Namespace: ds.Namespace, Name: ds.Name,
-			Pod: daemonSetPod(ds.Namespace, ds.Name, ds.Spec.Template, s.cluster.volumes)})
+			Pod: daemonSetPod(ds.Namespace, ds.Name, ds.Spec.Template, s.cluster.Volumes)})
 	}
 	in.Nodes = nodes
 	return in
@@ -71,7 +71,7 @@ func gather[N, P any](nodes func() N, pending func() P) (N, P) {
 func (s *scheduler) stillPending(pods []scheduling.Pod) []scheduling.Pod {
 	out := pods[:0:0]
 	for _, p := range pods {
-		if cur, ok := s.cluster.pod(p.Namespace, p.Name); ok && string(cur.UID) == p.UID {
+		if cur, ok := s.cluster.Pod(p.Namespace, p.Name); ok && string(cur.UID) == p.UID {
 			if pending, _ := podproj.Pending(cur); pending {
 				out = append(out, p)
 			}
@@ -140,17 +140,17 @@ func (s *scheduler) existingNode(n *corev1.Node, claim *claimState) scheduling.N
 		}
 		out.Taints = append(out.Taints, scheduling.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
 	}
-	for _, p := range s.cluster.podsOn(n.Name) {
+	for _, p := range s.cluster.PodsOn(n.Name) {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.volumes)))
+		out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.Volumes)))
 	}
 	// Pods nominated to the node's claim that kube-scheduler has not bound yet hold their room
 	// while the nomination does: a later batch is not planned onto room promised to them.
 	if claim != nil {
 		for _, p := range s.liveNominations(claim.Name) {
-			out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.volumes)))
+			out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.Volumes)))
 		}
 	}
 	return out
@@ -174,7 +174,7 @@ func (s *scheduler) inFlightNode(c *claimState, types map[string]*scheduling.Ins
 		out.Taints = append(out.Taints, scheduling.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
 	}
 	for _, p := range s.liveNominations(c.Name) {
-		out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.volumes)))
+		out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.Volumes)))
 	}
 	out.Allocatable, out.Capacity = quantities(c.Allocatable), quantities(c.Capacity)
 	if len(c.Allocatable) == 0 {

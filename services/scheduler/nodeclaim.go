@@ -252,7 +252,7 @@ func (s *scheduler) reconcile(ctx context.Context) error {
 			continue
 		}
 		cr := created{state: c}
-		for _, p := range s.cluster.podsNominatedTo(c.Name) {
+		for _, p := range s.cluster.PodsNominatedTo(c.Name) {
 			cr.pods = append(cr.pods, &commonv1.PodRef{Namespace: p.Namespace, Name: p.Name, Uid: string(p.UID)})
 		}
 		if err := s.publishIntent(ctx, cr, v, "reconcile"); err != nil {

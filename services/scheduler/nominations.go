@@ -13,8 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
-	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
@@ -29,12 +27,12 @@ import (
 // really has.
 func (s *scheduler) endUnfulfillable(ctx context.Context) error {
 	var errs []error
-	for _, nc := range clusterstate.List[karpv1.NodeClaim](s.cluster.nodeClaims, nil) {
+	for _, nc := range s.cluster.Claims() {
 		c := podproj.ClaimOf(nc)
 		if c.ReadyAt.IsZero() || c.Deleting || c.NodeName == "" {
 			continue
 		}
-		node, ok := s.cluster.node(c.NodeName)
+		node, ok := s.cluster.Node(c.NodeName)
 		if !ok {
 			continue
 		}
@@ -55,7 +53,7 @@ func (s *scheduler) overflow(node *corev1.Node, nominated []*corev1.Pod) []*core
 		return nil
 	}
 	free := quantities(node.Status.Allocatable)
-	for _, p := range s.cluster.podsOn(node.Name) {
+	for _, p := range s.cluster.PodsOn(node.Name) {
 		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			take(free, podproj.Requests(p))
 		}

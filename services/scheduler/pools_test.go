@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -132,7 +133,7 @@ func (e *env) createNodePool(np karpv1.NodePool) {
 	np.TypeMeta = metav1.TypeMeta{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodePool"}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&np)
 	require.NoError(e.t, err)
-	_, err = e.dyn.Resource(nodePoolsGVR).Create(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	_, err = e.dyn.Resource(clusterstate.NodePools).Create(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
 	require.NoError(e.t, err)
 }
 

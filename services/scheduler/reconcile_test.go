@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	"github.com/fleetwright/fleetwright/tools/e2e"
@@ -67,7 +68,7 @@ func (e *env) createClaim(name string, launched bool) karpv1.NodeClaim {
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nc)
 	require.NoError(e.t, err)
-	u, err := e.dyn.Resource(nodeClaimsGVR).Create(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	u, err := e.dyn.Resource(clusterstate.NodeClaims).Create(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
 	require.NoError(e.t, err)
 	var out karpv1.NodeClaim
 	require.NoError(e.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &out))
@@ -82,14 +83,14 @@ func (e *env) createClaim(name string, launched bool) karpv1.NodeClaim {
 // updateClaimStatus reads the NodeClaim, lets change edit it, and writes its status back.
 func (e *env) updateClaimStatus(name string, change func(*karpv1.NodeClaim)) {
 	e.t.Helper()
-	u, err := e.dyn.Resource(nodeClaimsGVR).Get(e.ctx, name, metav1.GetOptions{})
+	u, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, name, metav1.GetOptions{})
 	require.NoError(e.t, err)
 	var nc karpv1.NodeClaim
 	require.NoError(e.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc))
 	change(&nc)
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&nc)
 	require.NoError(e.t, err)
-	_, err = e.dyn.Resource(nodeClaimsGVR).UpdateStatus(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{})
+	_, err = e.dyn.Resource(clusterstate.NodeClaims).UpdateStatus(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{})
 	require.NoError(e.t, err)
 }
 

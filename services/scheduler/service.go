@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -45,7 +46,7 @@ type scheduler struct {
 	cfg         config
 	rt          *service.Runtime
 	metrics     *metrics
-	cluster     *cluster
+	cluster     *clusterstate.Cache
 	catalog     *instanceTypes
 	unavailable *offerings.Unavailable
 	recent      *recent
@@ -59,16 +60,17 @@ func newScheduler(ctx context.Context, cfg config, rt *service.Runtime) (*schedu
 	if err != nil {
 		return nil, fmt.Errorf("creating dynamic client: %w", err)
 	}
-	cl, err := newCluster(runtimeClients{kube: rt.Kube, dyn: dyn})
+	cl, err := clusterstate.New(rt.Kube, dyn, clusterstate.Want{Pods: clusterstate.AllPods, Nodes: true, DaemonSets: true, Volumes: true,
+		NodeClaims: true, Pools: true, NodeClasses: true}, rt.Log)
 	if err != nil {
 		return nil, err
 	}
 	s := &scheduler{cfg: cfg, rt: rt, metrics: newMetrics(rt.Registry), cluster: cl, now: time.Now,
-		claims: dyn.Resource(nodeClaimsGVR), recorder: newRecorder(ctx, rt.Kube)}
+		claims: dyn.Resource(clusterstate.NodeClaims), recorder: newRecorder(ctx, rt.Kube)}
 	s.unavailable = offerings.NewUnavailable(s.now)
 	s.recent = newRecent(s.now)
 	// A NodeClaim that goes away no longer holds the pods nominated to it.
-	if _, err := cl.nodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
+	if _, err := cl.NodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
 		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 			o = d.Obj
 		}
@@ -78,12 +80,12 @@ func newScheduler(ctx context.Context, cfg config, rt *service.Runtime) (*schedu
 	}}); err != nil {
 		return nil, fmt.Errorf("watching nodeclaims: %w", err)
 	}
-	rt.Admin.AddReadiness("informers", cl.ready)
+	rt.Admin.AddReadiness("informers", cl.Ready)
 	return s, nil
 }
 
 func (s *scheduler) run(ctx context.Context) error {
-	if err := s.cluster.start(ctx); err != nil {
+	if err := s.cluster.Start(ctx); err != nil {
 		return err
 	}
 	js, prefix := s.rt.Bus.JetStream(), s.rt.Bus.Prefix()
