@@ -4,31 +4,29 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/dynamic"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
-	ec2v1alpha1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1alpha1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/apis/translate"
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalog"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/service"
-	"github.com/fleetwright/fleetwright/pkg/telemetry"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 )
 
 // kubeStores implement claimStore, nodeClassStore and nodeStore on the Kubernetes API: reads
-// from an informer cache, writes straight to the API server.
+// from the shared informer cache, writes straight to the API server.
 type kubeStores struct {
 	claims  *kubeClaims
 	classes *kubeClasses
@@ -36,70 +34,48 @@ type kubeStores struct {
 }
 
 func newKubeStores(ctx context.Context, rt *service.Runtime, defaultInstanceProfile string) (kubeStores, error) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, ec2v1.AddToScheme, ec2v1alpha1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return kubeStores{}, fmt.Errorf("building scheme: %w", err)
-		}
-	}
-	crlog.SetLogger(telemetry.Logr(rt.Log.With().Str("component", "controller-runtime").Logger()))
-	c, err := cache.New(rt.RESTConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
+	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
 	if err != nil {
-		return kubeStores{}, fmt.Errorf("creating informer cache: %w", err)
+		return kubeStores{}, fmt.Errorf("creating dynamic client: %w", err)
 	}
-	cl, err := client.New(rt.RESTConfig, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: c}})
+	c, err := clusterstate.New(rt.Kube, dyn, clusterstate.Want{Nodes: true, NodeClaims: true, NodeClasses: true}, rt.Log)
 	if err != nil {
-		return kubeStores{}, fmt.Errorf("creating kubernetes client: %w", err)
+		return kubeStores{}, err
 	}
-	// Ask for the informers now so the cache syncs them before the first intent.
-	for _, obj := range []client.Object{&karpv1.NodeClaim{}, &corev1.Node{}, &ec2v1.EC2NodeClass{}, &ec2v1alpha1.AWSNodeTemplate{}} {
-		if _, err := c.GetInformer(ctx, obj); err != nil {
-			return kubeStores{}, fmt.Errorf("watching %T: %w", obj, err)
-		}
+	rt.Admin.AddReadiness("informers", c.Ready)
+	if err := c.Start(ctx); err != nil {
+		return kubeStores{}, err
 	}
-	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		return kubeStores{}, fmt.Errorf("waiting for informer caches: %w", ctx.Err())
-	}
-	// Read-modify-write goes to the API server directly: a cache may lag behind our own writes.
-	direct, err := client.New(rt.RESTConfig, client.Options{Scheme: scheme})
-	if err != nil {
-		return kubeStores{}, fmt.Errorf("creating kubernetes client: %w", err)
-	}
-	return kubeStores{claims: &kubeClaims{c: cl, direct: direct}, classes: &kubeClasses{c: cl, defaultInstanceProfile: defaultInstanceProfile},
-		nodes: &kubeNodes{c: cl, direct: direct}}, nil
+	return kubeStores{claims: &kubeClaims{cache: c, api: dyn.Resource(clusterstate.NodeClaims)},
+		classes: &kubeClasses{cache: c, legacy: translate.Options{DefaultInstanceProfile: defaultInstanceProfile}},
+		nodes:   &kubeNodes{cache: c, api: rt.Kube.CoreV1().Nodes()}}, nil
 }
 
-type kubeClaims struct{ c, direct client.Client }
+type kubeClaims struct {
+	cache *clusterstate.Cache
+	api   dynamic.NamespaceableResourceInterface
+}
 
-// get reads the claim from the cache; a claim the cache does not know yet (the scheduler
+// Get reads the claim from the cache; a claim the cache does not know yet (the scheduler
 // creates it a moment before publishing its intent) is looked up on the API server before it
 // is called gone.
-func (k *kubeClaims) get(ctx context.Context, name string) (*karpv1.NodeClaim, error) {
-	nc, err := getClaim(ctx, k.c, name)
-	if errors.Is(err, errClaimNotFound) {
-		return getClaim(ctx, k.direct, name)
-	}
-	return nc, err
-}
-
-func getClaim(ctx context.Context, c client.Reader, name string) (*karpv1.NodeClaim, error) {
-	var nc karpv1.NodeClaim
-	if err := c.Get(ctx, client.ObjectKey{Name: name}, &nc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, errClaimNotFound
-		}
-		return nil, fmt.Errorf("getting nodeclaim %s: %w", name, err)
-	}
-	return &nc, nil
-}
-
 func (k *kubeClaims) Get(ctx context.Context, name string) (claimState, error) {
-	nc, err := k.get(ctx, name)
+	if nc, ok := k.cache.Claim(name); ok {
+		return stateOf(nc), nil
+	}
+	nc, err := clusterstate.ReadClaim(ctx, k.api, name)
 	if err != nil {
-		return claimState{}, err
+		return claimState{}, claimErr(name, err)
 	}
 	return stateOf(nc), nil
+}
+
+// claimErr names the claim; a claim that does not exist is errClaimNotFound.
+func claimErr(name string, err error) error {
+	if apierrors.IsNotFound(err) {
+		return errClaimNotFound
+	}
+	return fmt.Errorf("nodeclaim %s: %w", name, err)
 }
 
 func stateOf(nc *karpv1.NodeClaim) claimState {
@@ -121,37 +97,21 @@ func stateOf(nc *karpv1.NodeClaim) claimState {
 	return s
 }
 
-func (k *kubeClaims) List(ctx context.Context) ([]claimState, error) {
-	var list karpv1.NodeClaimList
-	if err := k.c.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("listing nodeclaims: %w", err)
-	}
-	out := make([]claimState, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, stateOf(&list.Items[i]))
+func (k *kubeClaims) List(context.Context) ([]claimState, error) {
+	claims := k.cache.Claims()
+	out := make([]claimState, 0, len(claims))
+	for _, nc := range claims {
+		out = append(out, stateOf(nc))
 	}
 	return out, nil
 }
 
-// update reads the claim fresh from the API server and applies mutate to it, retrying on
-// conflicts; mutate changes labels (metadata) and status in one go.
+// update applies mutate to the claim as the API server has it now (clusterstate.UpdateClaim).
 func (k *kubeClaims) update(ctx context.Context, name string, mutate func(*karpv1.NodeClaim)) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		nc, err := getClaim(ctx, k.direct, name)
-		if err != nil {
-			return err
-		}
-		before := nc.DeepCopy()
-		mutate(nc)
-		if !equalLabels(before.Labels, nc.Labels) {
-			// Patch a copy: the response would overwrite nc's status, which the main resource
-			// ignores, before the status patch below could send it.
-			if err := k.c.Patch(ctx, nc.DeepCopy(), client.MergeFrom(before)); err != nil {
-				return err
-			}
-		}
-		return k.c.Status().Patch(ctx, nc, client.MergeFrom(before))
-	})
+	if err := clusterstate.UpdateClaim(ctx, k.api, name, mutate); err != nil {
+		return claimErr(name, err)
+	}
+	return nil
 }
 
 func (k *kubeClaims) MarkLaunched(ctx context.Context, name string, info launchInfo) error {
@@ -201,47 +161,32 @@ func (k *kubeClaims) Fail(ctx context.Context, name, reason, message string) err
 }
 
 func (k *kubeClaims) Delete(ctx context.Context, name string) error {
-	nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := k.c.Delete(ctx, nc); err != nil && !apierrors.IsNotFound(err) {
+	if err := k.api.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting nodeclaim %s: %w", name, err)
 	}
 	return nil
 }
 
 type kubeClasses struct {
-	c                      client.Client
-	defaultInstanceProfile string // for v1alpha1 AWSNodeTemplates without one
+	cache  *clusterstate.Cache
+	legacy translate.Options // for v1alpha1 AWSNodeTemplates (their default instance profile)
 }
 
 // Get reads the EC2NodeClass the ref names; for v1alpha5 users, whose Provisioner's
-// providerRef named an AWSNodeTemplate, an AWSNodeTemplate of that name is translated into the
-// v1 model (pkg/apis/translate) when no EC2NodeClass exists.
-func (k *kubeClasses) Get(ctx context.Context, ref *commonv1.ObjectRef) (nodeClassSpec, error) {
+// providerRef named an AWSNodeTemplate, the AWSNodeTemplate of that name translated into the
+// v1 model when no EC2NodeClass exists.
+func (k *kubeClasses) Get(_ context.Context, ref *commonv1.ObjectRef) (nodeClassSpec, error) {
 	switch ref.GetKind() {
 	case "", "EC2NodeClass", "AWSNodeTemplate":
 	default:
 		return nodeClassSpec{}, fmt.Errorf("%w: kind %q is not supported (want EC2NodeClass or AWSNodeTemplate)", errNodeClassNotFound, ref.GetKind())
 	}
-	if ref.GetKind() != "AWSNodeTemplate" {
-		var nc ec2v1.EC2NodeClass
-		err := k.c.Get(ctx, client.ObjectKey{Name: ref.GetName()}, &nc)
-		if err == nil {
-			return specOf(&nc), nil
-		}
-		if !apierrors.IsNotFound(err) {
-			return nodeClassSpec{}, fmt.Errorf("getting EC2NodeClass %s: %w", ref.GetName(), err)
-		}
-	}
-	var tmpl ec2v1alpha1.AWSNodeTemplate
-	if err := k.c.Get(ctx, client.ObjectKey{Name: ref.GetName()}, &tmpl); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nodeClassSpec{}, fmt.Errorf("%w: no EC2NodeClass or AWSNodeTemplate named %q", errNodeClassNotFound, ref.GetName())
-		}
-		return nodeClassSpec{}, fmt.Errorf("getting AWSNodeTemplate %s: %w", ref.GetName(), err)
-	}
-	nc, err := translate.EC2NodeClass(&tmpl, translate.Options{DefaultInstanceProfile: k.defaultInstanceProfile})
-	if err != nil {
-		return nodeClassSpec{}, bus.Permanent(fmt.Errorf("translating AWSNodeTemplate %s: %w", ref.GetName(), err))
+	nc, err := k.cache.NodeClass(ref.GetKind(), ref.GetName(), k.legacy)
+	switch {
+	case errors.Is(err, clusterstate.ErrNoNodeClass):
+		return nodeClassSpec{}, fmt.Errorf("%w: %w", errNodeClassNotFound, err)
+	case err != nil:
+		return nodeClassSpec{}, bus.Permanent(err)
 	}
 	return specOf(nc), nil
 }
@@ -266,15 +211,15 @@ func specOf(nc *ec2v1.EC2NodeClass) nodeClassSpec {
 	return s
 }
 
-type kubeNodes struct{ c, direct client.Client }
+type kubeNodes struct {
+	cache *clusterstate.Cache
+	api   typedcorev1.NodeInterface
+}
 
-func (k *kubeNodes) List(ctx context.Context) ([]nodeState, error) {
-	var list corev1.NodeList
-	if err := k.c.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	out := make([]nodeState, 0, len(list.Items))
-	for _, n := range list.Items {
+func (k *kubeNodes) List(context.Context) ([]nodeState, error) {
+	nodes := k.cache.AllNodes()
+	out := make([]nodeState, 0, len(nodes))
+	for _, n := range nodes {
 		s := nodeState{Name: n.Name, ProviderID: n.Spec.ProviderID, Labels: n.Labels}
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
@@ -289,44 +234,22 @@ func (k *kubeNodes) List(ctx context.Context) ([]nodeState, error) {
 	return out, nil
 }
 
+// Adopt labels the node and removes the taints, on the node as the API server has it now
+// (an update conflicts, and is retried, if the node changed in between).
 func (k *kubeNodes) Adopt(ctx context.Context, name string, labels map[string]string, removeTaints []string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var n corev1.Node
-		if err := k.direct.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
+		n, err := k.api.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
 			return fmt.Errorf("getting node %s: %w", name, err)
 		}
-		before := n.DeepCopy()
 		if n.Labels == nil {
 			n.Labels = map[string]string{}
 		}
-		for k, v := range labels {
-			n.Labels[k] = v
-		}
-		remove := map[string]bool{}
-		for _, t := range removeTaints {
-			remove[t] = true
-		}
-		kept := n.Spec.Taints[:0]
-		for _, t := range n.Spec.Taints {
-			if !remove[t.Key] {
-				kept = append(kept, t)
-			}
-		}
-		n.Spec.Taints = kept
-		return k.c.Patch(ctx, &n, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		maps.Copy(n.Labels, labels)
+		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return slices.Contains(removeTaints, t.Key) })
+		_, err = k.api.Update(ctx, n, metav1.UpdateOptions{})
+		return err
 	})
-}
-
-func equalLabels(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 func truncate(s string, n int) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"hash/fnv"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -56,9 +57,12 @@ func startWith(t *testing.T, register bool, extra ...string) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 
-	// Tests share the control plane: a seed of their own keeps instance ids and node names
-	// from matching the nodes an earlier test left behind.
-	cfg := awsemu.Config{ClusterName: "demo-cluster", BootDelay: time.Millisecond, Seed: time.Now().UnixNano()}
+	// Tests share the control plane: a fixed seed of their own (from the test's name) keeps
+	// instance ids and node names from matching the nodes an earlier test left behind, and a
+	// failure reproduces with the same ids.
+	seed := fnv.New64a()
+	_, _ = seed.Write([]byte(t.Name()))
+	cfg := awsemu.Config{ClusterName: "demo-cluster", BootDelay: time.Millisecond, Seed: int64(seed.Sum64() >> 1)}
 	if register {
 		reg, err := awsemu.NewRegistrarFromKubeconfig(c.Kubeconfig)
 		require.NoError(t, err)

@@ -25,7 +25,6 @@ import (
 	_ "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 	_ "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
 	_ "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
-	_ "github.com/fleetwright/fleetwright/proto/gen/fleetwright/scheduler/v1"
 	_ "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 
 	// Well-known types, so they resolve too (e.g. in tests and ad-hoc tools).
