@@ -234,8 +234,9 @@ func (k *kubeNodes) List(context.Context) ([]nodeState, error) {
 	return out, nil
 }
 
-// Adopt labels the node and removes the taints, on the node as the API server has it now
-// (an update conflicts, and is retried, if the node changed in between).
+// Adopt labels the node, removes the taints and puts the termination finalizer on it (so a
+// node deleted by hand is drained and its instance terminated first), on the node as the API
+// server has it now (an update conflicts, and is retried, if the node changed in between).
 func (k *kubeNodes) Adopt(ctx context.Context, name string, labels map[string]string, removeTaints []string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := k.api.Get(ctx, name, metav1.GetOptions{})
@@ -247,6 +248,9 @@ func (k *kubeNodes) Adopt(ctx context.Context, name string, labels map[string]st
 		}
 		maps.Copy(n.Labels, labels)
 		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return slices.Contains(removeTaints, t.Key) })
+		if n.DeletionTimestamp == nil && !slices.Contains(n.Finalizers, karpv1.TerminationFinalizer) {
+			n.Finalizers = append(n.Finalizers, karpv1.TerminationFinalizer)
+		}
 		_, err = k.api.Update(ctx, n, metav1.UpdateOptions{})
 		return err
 	})

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -99,9 +100,15 @@ func startWith(t *testing.T, register bool, extra ...string) *env {
 	kube, err := client.New(rc, client.Options{Scheme: scheme})
 	require.NoError(t, err)
 	// Leave the shared control plane without this test's nodes and claims: the next test's
-	// emulator numbers its instances' addresses (and so node names) from the start again.
+	// emulator numbers its instances' addresses (and so node names) from the start again. No
+	// terminator runs here, so the test releases the termination finalizer itself.
 	t.Cleanup(func() {
 		_ = kube.DeleteAllOf(context.Background(), &karpv1.NodeClaim{})
+		var nodes corev1.NodeList
+		_ = kube.List(context.Background(), &nodes)
+		for i := range nodes.Items {
+			_ = kube.Patch(context.Background(), &nodes.Items[i], client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		}
 		_ = kube.DeleteAllOf(context.Background(), &corev1.Node{})
 	})
 
@@ -241,6 +248,7 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 	assert.Equal(t, "a", node.Labels["team"], "the pool's labels come through user data")
 	assert.Equal(t, "arm64", node.Labels[karpv1.LabelArch])
 	assert.Equal(t, "true", node.Labels["karpenter.sh/initialized"])
+	assert.Contains(t, node.Finalizers, karpv1.TerminationFinalizer, "finalized at registration, so a deleted node is drained first")
 	for _, taint := range node.Spec.Taints {
 		assert.NotEqual(t, karpv1.UnregisteredTaintKey, taint.Key, "lifted at registration")
 		assert.NotEqual(t, "example.com/agent-not-ready", taint.Key, "startup taints lifted at initialization")

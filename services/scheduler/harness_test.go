@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -130,12 +131,18 @@ func (e *env) start(identity string, extra ...string) (stop func()) {
 }
 
 // cleanupClusterObjects removes the cluster-scoped Karpenter objects, so the next test starts
-// from none.
+// from none. No terminator runs here: the termination finalizer the scheduler puts on its claims
+// is released by the test.
 func (e *env) cleanupClusterObjects() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, gvr := range []schema.GroupVersionResource{clusterstate.NodeClaims, clusterstate.NodePools, clusterstate.NodeClasses, clusterstate.Provisioners, clusterstate.NodeTemplates} {
 		r := e.dyn.Resource(gvr)
+		if list, err := r.List(ctx, metav1.ListOptions{}); err == nil {
+			for _, o := range list.Items {
+				_, _ = r.Patch(ctx, o.GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			}
+		}
 		if err := r.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); apierrors.IsNotFound(err) {
 			continue
 		}

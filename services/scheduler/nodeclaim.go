@@ -64,15 +64,17 @@ func claimStateOf(nc *karpv1.NodeClaim) claimState {
 	return c
 }
 
-// nodeClaimObject is the NodeClaim for a planned claim: owned by its NodePool (a v1alpha5
+// nodeClaimObject is the NodeClaim for a planned claim: with the termination finalizer, owned by its NodePool (a v1alpha5
 // Provisioner's claims carry its name as a label instead), with the claim's requirements
 // (instance types cheapest first, zones, capacity types), resources, labels and the pool's
 // taints, node class and lifetimes.
 func nodeClaimObject(c scheduling.NodeClaim, p poolView, batchID string) *karpv1.NodeClaim {
 	nc := &karpv1.NodeClaim{
 		TypeMeta: metav1.TypeMeta{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodeClaim"},
+		// Created with the termination finalizer: however the claim is deleted, the terminator
+		// drains its node and terminates its instance before it goes.
 		ObjectMeta: metav1.ObjectMeta{GenerateName: c.NodePool + "-", Labels: map[string]string{},
-			Annotations: map[string]string{batchAnnotation: batchID}},
+			Annotations: map[string]string{batchAnnotation: batchID}, Finalizers: []string{karpv1.TerminationFinalizer}},
 		Spec: karpv1.NodeClaimSpec{
 			Taints: p.spec.Taints, StartupTaints: p.spec.StartupTaints,
 			Resources:    karpv1.ResourceRequirements{Requests: resourceList(c.Requests)},

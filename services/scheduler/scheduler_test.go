@@ -39,6 +39,7 @@ func TestBatchBecomesOneNodeClaimAndOneIntent(t *testing.T) {
 	require.Len(t, nc.OwnerReferences, 1)
 	assert.Equal(t, "NodePool", nc.OwnerReferences[0].Kind)
 	assert.Equal(t, "default", nc.OwnerReferences[0].Name)
+	assert.Equal(t, []string{karpv1.TerminationFinalizer}, nc.Finalizers, "the terminator owns the claim's end from its start")
 	assert.Equal(t, &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"}, nc.Spec.NodeClassRef)
 	assert.Equal(t, "720h", nc.Spec.ExpireAfter.String())
 	require.NotNil(t, nc.Spec.TerminationGracePeriod)
