@@ -16,8 +16,10 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
 	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
@@ -178,6 +180,37 @@ func (w *Watcher) Catalog() (*catalogv1.Catalog, uint64, error) {
 	sort.Slice(out.InstanceTypes, func(i, j int) bool { return out.InstanceTypes[i].Name < out.InstanceTypes[j].Name })
 	w.snapshot, w.snapshotVersion = out, w.version
 	return out, w.version, nil
+}
+
+// Lookup returns one instance type of the current catalog; false until the bucket's initial
+// values are read, and for a type the catalog does not offer.
+func (w *Watcher) Lookup(name string) (*catalogv1.InstanceType, bool) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	it, ok := w.types[name]
+	return it, ok && w.ready
+}
+
+// Wait returns once a complete catalog is there (at once when the bucket already holds one),
+// logging once if it has to wait: the launcher publishes the first catalog a second or so after
+// its first start.
+func (w *Watcher) Wait(ctx context.Context, log zerolog.Logger) error {
+	logged := false
+	for {
+		_, _, err := w.Catalog()
+		if err == nil {
+			return nil
+		}
+		if !logged {
+			log.Warn().Err(err).Msg("waiting for the instance catalog")
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // Ready is closed once the bucket's initial values have been read.

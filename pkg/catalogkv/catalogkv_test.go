@@ -64,6 +64,11 @@ func TestPublishAndWatch(t *testing.T) {
 		c, _, err := w.Catalog()
 		return err == nil && len(c.InstanceTypes) == 1 && c.InstanceTypes[0].Offerings[0].PriceUsdPerHour == 0.1
 	}, 5*time.Second, 10*time.Millisecond)
+	m5, ok := w.Lookup("m5.large")
+	require.True(t, ok)
+	assert.Equal(t, 0.1, m5.Offerings[0].PriceUsdPerHour)
+	_, ok = w.Lookup("c5.large")
+	assert.False(t, ok, "a type no longer offered is not found")
 
 	// A garbage value is counted and skipped.
 	_, err = kv.Put(ctx, "types.bogus", []byte{0xff, 0xff})

@@ -15,11 +15,12 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
-	"github.com/fleetwright/fleetwright/pkg/catalog"
+	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	"github.com/fleetwright/fleetwright/pkg/userdata"
+	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 )
@@ -46,6 +47,7 @@ type launchInfo struct {
 	ProviderID     string
 	ImageID        string
 	LaunchTemplate string
+	Type           *catalogv1.InstanceType // the launched type's facts, from the published catalog
 }
 
 var errClaimNotFound = errors.New("nodeclaim not found")
@@ -94,6 +96,7 @@ type launcher struct {
 	api         EC2API
 	claims      claimStore
 	classes     nodeClassStore
+	types       *catalogkv.Watcher // the catalog as published: the one source of instance facts
 	resolver    *resolver
 	templates   *templates
 	unavailable *offerings.Unavailable
@@ -203,12 +206,14 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 		templatesByArch[arch] = name
 	}
 	var types []fleetType
+	arch := map[string]string{}
 	for _, opt := range intent.GetInstanceTypes() {
-		it, ok := catalog.Lookup(opt.GetName())
+		it, ok := l.types.Lookup(opt.GetName())
 		if !ok {
 			continue
 		}
-		if lt, ok := templatesByArch[it.Arch]; ok {
+		arch[it.GetName()] = it.GetArchitecture()
+		if lt, ok := templatesByArch[it.GetArchitecture()]; ok {
 			types = append(types, fleetType{Name: opt.GetName(), LaunchTemplate: lt})
 		}
 	}
@@ -234,8 +239,9 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 		return launchInfo{
 			launched:       got,
 			ProviderID:     fmt.Sprintf("aws:///%s/%s", got.Zone, got.InstanceID),
-			ImageID:        images[archOf(got.InstanceType)].ID,
-			LaunchTemplate: templatesByArch[archOf(got.InstanceType)],
+			ImageID:        images[arch[got.InstanceType]].ID,
+			LaunchTemplate: templatesByArch[arch[got.InstanceType]],
+			Type:           l.typeOf(got.InstanceType),
 		}, nil
 	}
 }
@@ -377,11 +383,11 @@ func inZones(subnets []subnet, zones []string) []subnet {
 	return out
 }
 
-func archOf(instanceType string) string {
-	if it, ok := catalog.Lookup(instanceType); ok {
-		return it.Arch
-	}
-	return "amd64"
+// typeOf is the published catalog's entry for a type the fleet launched (nil if the catalog
+// has dropped it since).
+func (l *launcher) typeOf(name string) *catalogv1.InstanceType {
+	it, _ := l.types.Lookup(name)
+	return it
 }
 
 func fleetErrorCode(err error) string {

@@ -19,7 +19,6 @@ import (
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/apis/translate"
 	"github.com/fleetwright/fleetwright/pkg/bus"
-	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -124,11 +123,11 @@ func (k *kubeClaims) MarkLaunched(ctx context.Context, name string, info launchI
 		nc.Labels[karpv1.CapacityTypeLabelKey] = info.CapacityType
 		nc.Status.ProviderID = info.ProviderID
 		nc.Status.ImageID = info.ImageID
-		if it, ok := catalog.Lookup(info.InstanceType); ok {
+		if it := info.Type; it != nil {
 			nc.Status.Capacity = corev1.ResourceList{
-				corev1.ResourceCPU:    *resource.NewQuantity(int64(it.VCPU), resource.DecimalSI),
-				corev1.ResourceMemory: *resource.NewQuantity(it.MemoryMiB<<20, resource.BinarySI),
-				corev1.ResourcePods:   *resource.NewQuantity(int64(it.MaxPods), resource.DecimalSI),
+				corev1.ResourceCPU:    *resource.NewQuantity(int64(it.GetVcpu()), resource.DecimalSI),
+				corev1.ResourceMemory: *resource.NewQuantity(it.GetMemoryMib()<<20, resource.BinarySI),
+				corev1.ResourcePods:   *resource.NewQuantity(int64(it.GetMaxPods()), resource.DecimalSI),
 			}
 		}
 		nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched",

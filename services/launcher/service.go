@@ -59,6 +59,13 @@ func run(ctx context.Context, args []string) error {
 		k8sMinor: fmt.Sprintf("%s.%s", version.Major, trimPlus(version.Minor)), clusterCA: ca,
 		log: rt.Log, metrics: newMetrics(rt.Registry), now: time.Now,
 	}
+	kv, err := rt.Bus.JetStream().KeyValue(ctx, rt.Bus.Prefix().CatalogBucket())
+	if err != nil {
+		return fmt.Errorf("opening catalog bucket: %w", err)
+	}
+	if l.types, err = catalogkv.Watch(ctx, kv); err != nil {
+		return err
+	}
 	reg := &registrar{launcher: l, nodes: stores.nodes}
 	cat := catalogBuilder{api: api, region: cfg.Region, spotModelled: cfg.SpotPriceModelled, now: time.Now}
 
@@ -78,14 +85,22 @@ func run(ctx context.Context, args []string) error {
 	g.Go(func() error {
 		return service.Every(gctx, cfg.GCInterval, func() { logErr(l, reg.collectOrphans(gctx), "collecting orphaned instances") })
 	})
-	for i := 0; i < cfg.Workers; i++ {
-		g.Go(func() error {
-			return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{
-				Durable: "launcher", Subject: rt.Bus.Prefix().Of(subject.LaunchIntents),
-				AckWait: 30 * time.Second, MaxDeliver: 5, Batch: 1,
-			}, l.handle)
-		})
-	}
+	g.Go(func() error {
+		// Launching needs the instance facts of the published catalog: there at once when the
+		// bucket holds one, after the first refresh on a first start.
+		if err := l.types.Wait(gctx, rt.Log); err != nil {
+			return nil
+		}
+		for i := 0; i < cfg.Workers; i++ {
+			g.Go(func() error {
+				return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{
+					Durable: "launcher", Subject: rt.Bus.Prefix().Of(subject.LaunchIntents),
+					AckWait: 30 * time.Second, MaxDeliver: 5, Batch: 1,
+				}, l.handle)
+			})
+		}
+		return nil
+	})
 	return g.Wait()
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -108,7 +107,7 @@ func (s *scheduler) run(ctx context.Context) error {
 // schedule is the leader's work: consume batches and keep intents of unlaunched claims
 // published, until leadership (ctx) ends.
 func (s *scheduler) schedule(ctx context.Context) {
-	if err := s.waitForCatalog(ctx); err != nil {
+	if err := s.catalog.watch.Wait(ctx, s.rt.Log); err != nil {
 		return
 	}
 	// The leader's two loops: reconcile republishes the LaunchIntent of every NodeClaim not
@@ -135,25 +134,4 @@ func (s *scheduler) schedule(ctx context.Context) {
 		s.rt.Log.Error().Err(err).Msg("consuming pending pod batches stopped")
 	}
 	loops.Wait()
-}
-
-// waitForCatalog holds the leader until the launcher has published a catalog: scheduling
-// without one would only fail every batch.
-func (s *scheduler) waitForCatalog(ctx context.Context) error {
-	logged := false
-	for {
-		if _, _, err := s.catalog.current(); err == nil {
-			return nil
-		} else if !errors.Is(err, catalogkv.ErrEmpty) {
-			return err
-		} else if !logged {
-			s.rt.Log.Warn().Err(err).Msg("waiting for the instance catalog")
-			logged = true
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Second):
-		}
-	}
 }
