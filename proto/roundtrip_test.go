@@ -302,7 +302,6 @@ func podProjection() *podsv1.PodProjection {
 		HostPorts:              []*podsv1.HostPort{{Port: 8080, Protocol: "TCP", HostIp: "0.0.0.0"}},
 		NominatedNodeClaimName: "default-x7k2p",
 		NominatedAt:            timestamppb.New(t0),
-		DoNotDisrupt:           true,
 	}
 }
 

@@ -13,9 +13,6 @@ import (
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 )
 
-// DoNotDisruptAnnotation blocks voluntary disruption of the pod's node (Karpenter's key).
-const DoNotDisruptAnnotation = "karpenter.sh/do-not-disrupt"
-
 // VolumeLookup resolves a pod's claims to the topology their volumes need. Informer listers
 // satisfy it through a small adapter; nil means "no volume information".
 type VolumeLookup interface {
@@ -39,7 +36,6 @@ func Project(p *corev1.Pod, vols VolumeLookup) *podsv1.PodProjection {
 		Tolerations:            tolerations(p.Spec.Tolerations),
 		PriorityClassName:      p.Spec.PriorityClassName,
 		HostPorts:              hostPorts(p),
-		DoNotDisrupt:           p.Annotations[DoNotDisruptAnnotation] == "true",
 		NominatedNodeClaimName: p.Annotations[NominationAnnotation],
 	}
 	if _, at := NominationOf(p); !at.IsZero() {

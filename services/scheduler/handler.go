@@ -105,20 +105,20 @@ func (s *scheduler) fail(span trace.Span, outcome string, err error) {
 	s.metrics.batches.WithLabelValues(outcome).Inc()
 }
 
-// provisionable returns the batch's pods that still need capacity, as the informer cache sees
-// them: still pending, not nominated to a NodeClaim that exists, each pod once. Alongside, the
+// provisionable returns the batch's pods that still need capacity, as projected in the batch,
+// and judged by the informer cache: still pending, not nominated to a NodeClaim that exists, each pod once. Alongside, the
 // Kubernetes pods by UID for annotating and events. The cache may lag the pod-watcher's: a pod
 // the cache does not show as pending yet (absent, or not yet marked unschedulable) is waited
 // for, up to --cache-wait; a pod the cache shows bound, deleted, finished or nominated is
 // dropped at once.
 func (s *scheduler) provisionable(ctx context.Context, batch *podsv1.PendingPodBatch) ([]scheduling.Pod, map[string]*corev1.Pod) {
 	kube := map[string]*corev1.Pod{}
-	var order []string
+	var order []*podsv1.PodProjection
 	waiting := map[string]*podsv1.PodProjection{}
 	for _, p := range batch.GetPods() {
 		if _, dup := waiting[p.GetUid()]; !dup {
 			waiting[p.GetUid()] = p
-			order = append(order, p.GetUid())
+			order = append(order, p)
 		}
 	}
 	deadline := s.now().Add(s.cfg.CacheWait)
@@ -148,10 +148,11 @@ func (s *scheduler) provisionable(ctx context.Context, batch *podsv1.PendingPodB
 	if ended > 0 {
 		s.rt.Log.Info().Str("batch", batch.GetBatchId()).Msgf("scheduling %d pod(s) again: their nomination ended (see their FailedScheduling events)", ended)
 	}
+	// The pods are solved as pod-watcher projected them: the cache only said which still need room.
 	var out []scheduling.Pod
-	for _, uid := range order {
-		if pod := kube[uid]; pod != nil {
-			out = append(out, corePod(podproj.Project(pod, s.cluster.Volumes)))
+	for _, p := range order {
+		if kube[p.GetUid()] != nil {
+			out = append(out, corePod(p))
 		}
 	}
 	return out, kube

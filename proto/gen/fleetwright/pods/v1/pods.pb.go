@@ -169,9 +169,6 @@ type PodProjection struct {
 	// ready without room for the pod); it is part of the batch id, so the offer is not taken for a
 	// duplicate of the one before the nomination.
 	NominatedNodeClaimName string `protobuf:"bytes,19,opt,name=nominated_node_claim_name,json=nominatedNodeClaimName,proto3" json:"nominated_node_claim_name,omitempty"`
-	// True if the pod has the annotation karpenter.sh/do-not-disrupt: "true"; its node must not
-	// be voluntarily disrupted while it runs.
-	DoNotDisrupt bool `protobuf:"varint,20,opt,name=do_not_disrupt,json=doNotDisrupt,proto3" json:"do_not_disrupt,omitempty"`
 	// When the pod was nominated to nominated_node_claim_name (unset when unknown).
 	NominatedAt   *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=nominated_at,json=nominatedAt,proto3" json:"nominated_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -339,13 +336,6 @@ func (x *PodProjection) GetNominatedNodeClaimName() string {
 		return x.NominatedNodeClaimName
 	}
 	return ""
-}
-
-func (x *PodProjection) GetDoNotDisrupt() bool {
-	if x != nil {
-		return x.DoNotDisrupt
-	}
-	return false
 }
 
 func (x *PodProjection) GetNominatedAt() *timestamppb.Timestamp {
@@ -956,7 +946,7 @@ const file_fleetwright_pods_v1_pods_proto_rawDesc = "" +
 	"\x11window_close_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x0fwindowCloseTime\x12\x1d\n" +
 	"\n" +
 	"watcher_id\x18\x04 \x01(\tR\twatcherId\x126\n" +
-	"\x04pods\x18\x05 \x03(\v2\".fleetwright.pods.v1.PodProjectionR\x04pods\"\xbb\v\n" +
+	"\x04pods\x18\x05 \x03(\v2\".fleetwright.pods.v1.PodProjectionR\x04pods\"\xab\v\n" +
 	"\rPodProjection\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -978,15 +968,14 @@ const file_fleetwright_pods_v1_pods_proto_rawDesc = "" +
 	"\x13priority_class_name\x18\x11 \x01(\tR\x11priorityClassName\x12<\n" +
 	"\n" +
 	"host_ports\x18\x12 \x03(\v2\x1d.fleetwright.pods.v1.HostPortR\thostPorts\x129\n" +
-	"\x19nominated_node_claim_name\x18\x13 \x01(\tR\x16nominatedNodeClaimName\x12$\n" +
-	"\x0edo_not_disrupt\x18\x14 \x01(\bR\fdoNotDisrupt\x12=\n" +
+	"\x19nominated_node_claim_name\x18\x13 \x01(\tR\x16nominatedNodeClaimName\x12=\n" +
 	"\fnominated_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vnominatedAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a?\n" +
 	"\x11NodeSelectorEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"z\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\x14\x10\x15R\x0edo_not_disrupt\"z\n" +
 	"\x17PreferredSchedulingTerm\x12\x16\n" +
 	"\x06weight\x18\x01 \x01(\x05R\x06weight\x12G\n" +
 	"\n" +
