@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/fleetwright/fleetwright/pkg/clock"
 )
 
 // Delivery describes one delivery of a message to a consumer.
@@ -88,7 +90,7 @@ func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, h
 		}
 		if err != nil {
 			w.log.Warn().Err(err).Msg("fetching messages")
-			sleep(ctx, spec.FetchWait)
+			clock.Sleep(ctx, spec.FetchWait)
 			continue
 		}
 		for msg := range batch.Messages() {
@@ -100,19 +102,10 @@ func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, h
 		}
 		if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) {
 			w.log.Warn().Err(err).Msg("fetch ended with error")
-			sleep(ctx, spec.FetchWait)
+			clock.Sleep(ctx, spec.FetchWait)
 		}
 	}
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // settleTimeout bounds acking, nakking or dead-lettering one message.

@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/fleetwright/fleetwright/pkg/clock"
 	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
 )
 
@@ -205,10 +206,8 @@ func (w *Watcher) Wait(ctx context.Context, log zerolog.Logger) error {
 			log.Warn().Err(err).Msg("waiting for the instance catalog")
 			logged = true
 		}
-		select {
-		case <-ctx.Done():
+		if !clock.Sleep(ctx, 200*time.Millisecond) {
 			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }

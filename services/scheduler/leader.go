@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/fleetwright/fleetwright/pkg/clock"
 )
 
 // leaseName is the Lease the scheduler's replicas compete for.
@@ -62,10 +63,7 @@ func (s *scheduler) lead(ctx context.Context, work func(ctx context.Context)) er
 		le.Run(lctx) // returns when leadership is lost, work returns, or ctx ends
 		working.Wait()
 		release()
-		select { // no tight loop when work cannot get going
-		case <-ctx.Done():
-		case <-time.After(s.cfg.RetryPeriod):
-		}
+		clock.Sleep(ctx, s.cfg.RetryPeriod) // no tight loop when work cannot get going
 	}
 	return nil
 }
