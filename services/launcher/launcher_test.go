@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -221,11 +222,26 @@ func (e *env) nextResult() *launchv1.LaunchResult {
 }
 
 // An intent becomes exactly one instance, recorded on the NodeClaim; its node registers with
-// the pool's labels and taints, is linked, initialized, and loses its startup taint.
+// the pool's labels and taints, is linked, and is initialized once its startup taint is gone —
+// removed by the agent that owns it, never by Fleetwright.
 func TestLaunchRegisterInitialize(t *testing.T) {
 	e := start(t)
 	intent := e.claim("default-launch1", "t4g.small", "t4g.medium")
 	e.publish(intent, intent.NodeClaimName)
+
+	require.Eventually(t, func() bool {
+		nc := e.nodeClaim("default-launch1")
+		return nc != nil && nc.IsTrue(karpv1.ConditionTypeRegistered)
+	}, 90*time.Second, 100*time.Millisecond, "the NodeClaim is launched and registered")
+	agent := e.nodeClaim("default-launch1").Status.NodeName
+	require.Never(t, func() bool { return e.nodeClaim("default-launch1").IsTrue(karpv1.ConditionTypeInitialized) }, 3*time.Second, 100*time.Millisecond,
+		"not initialized while the startup taint is on the node")
+	var tainted corev1.Node
+	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: agent}, &tainted))
+	require.True(t, slices.ContainsFunc(tainted.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "example.com/agent-not-ready" }),
+		"the startup taint is left for its agent")
+	tainted.Spec.Taints = slices.DeleteFunc(tainted.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "example.com/agent-not-ready" })
+	require.NoError(t, e.kube.Update(e.ctx, &tainted), "the agent removes its taint")
 
 	if !assert.Eventually(t, func() bool {
 		nc := e.nodeClaim("default-launch1")
@@ -251,7 +267,6 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 	assert.Contains(t, node.Finalizers, karpv1.TerminationFinalizer, "finalized at registration, so a deleted node is drained first")
 	for _, taint := range node.Spec.Taints {
 		assert.NotEqual(t, karpv1.UnregisteredTaintKey, taint.Key, "lifted at registration")
-		assert.NotEqual(t, "example.com/agent-not-ready", taint.Key, "startup taints lifted at initialization")
 	}
 	r := e.nextResult()
 	assert.Equal(t, launchv1.LaunchOutcome_LAUNCH_OUTCOME_LAUNCHED, r.Outcome)

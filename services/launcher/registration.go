@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rs/zerolog"
@@ -92,14 +93,16 @@ func (r *registrar) register(ctx context.Context, c claimState, n nodeState, log
 	return nil
 }
 
-// initialize marks a Ready node initialized and lifts the pool's startup taints, so pods that
-// do not tolerate them can land.
+// initialize marks a Ready node initialized once the pool's startup taints are gone. As in
+// Karpenter, they are never removed here: they belong to the agent that removes them when it has
+// set the node up (a CNI, a security agent), and the claim waits for it.
 func (r *registrar) initialize(ctx context.Context, c claimState, n nodeState, log zerolog.Logger) error {
-	var remove []string
 	for _, t := range c.StartupTaints {
-		remove = append(remove, t.GetKey())
+		if slices.ContainsFunc(n.Taints, func(nt *commonv1.Taint) bool { return nt.GetKey() == t.GetKey() && nt.GetEffect() == t.GetEffect() }) {
+			return nil // not yet: looked at again on the next pass
+		}
 	}
-	if err := r.nodes.Adopt(ctx, n.Name, map[string]string{"karpenter.sh/initialized": "true"}, remove); err != nil {
+	if err := r.nodes.Adopt(ctx, n.Name, map[string]string{"karpenter.sh/initialized": "true"}, nil); err != nil {
 		return err
 	}
 	if err := r.claims.MarkInitialized(ctx, c.Name); err != nil {
