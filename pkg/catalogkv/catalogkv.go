@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/clock"
 	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
 )
@@ -220,4 +221,38 @@ func (w *Watcher) Errors() int {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	return w.errs
+}
+
+// Facts reads a published instance type back as pkg/catalog's type, the form the scheduling
+// core derives labels and capacity from (scheduling.FromCatalog, scheduling.TypeLabels).
+func Facts(it *catalogv1.InstanceType) catalog.InstanceType {
+	str := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	i64 := func(n int64) *int64 {
+		if n == 0 {
+			return nil
+		}
+		return &n
+	}
+	t := catalog.InstanceType{
+		Name: it.GetName(), Family: it.GetFamily(), Generation: int(it.GetGeneration()), Category: it.GetCategory(),
+		Size: it.GetSize(), VCPU: int(it.GetVcpu()), MemoryMiB: it.GetMemoryMib(), Arch: it.GetArchitecture(),
+		CPUManufacturer: str(it.GetCpuManufacturer()), GPUCount: int(it.GetGpuCount()),
+		GPUManufacturer: str(it.GetGpuManufacturer()), GPUName: str(it.GetGpuName()), GPUMemoryMiB: i64(it.GetGpuMemoryMib()),
+		AcceleratorManufacturer: str(it.GetAcceleratorManufacturer()), AcceleratorName: str(it.GetAcceleratorName()),
+		MaxPods: int(it.GetMaxPods()), Burstable: it.GetBurstable(), BareMetal: it.GetBareMetal(),
+		Hypervisor: str(it.GetHypervisor()), LocalNVMeGiB: i64(it.GetLocalNvmeGib()),
+		NetworkBandwidthMbps: i64(it.GetNetworkBandwidthMbps()), EBSBandwidthMbps: i64(it.GetEbsBandwidthMbps()),
+	}
+	if n := int(it.GetAcceleratorCount()); n > 0 {
+		t.AcceleratorCount = &n
+	}
+	if t.MaxPods == 0 {
+		t.MaxPods = 110
+	}
+	return t
 }

@@ -49,7 +49,7 @@ func FromCatalog(types []catalog.InstanceType, zones []string) []InstanceType {
 		if !ct.Complete() {
 			continue
 		}
-		t := InstanceType{Name: ct.Name, Labels: catalogLabels(ct), Capacity: catalogCapacity(ct)}
+		t := InstanceType{Name: ct.Name, Labels: TypeLabels(ct), Capacity: catalogCapacity(ct)}
 		for _, z := range zones {
 			t.Offerings = append(t.Offerings,
 				Offering{Zone: z, CapacityType: CapacityTypeSpot, PriceUSDPerHour: catalog.SpotPrice(ct, z), Available: true},
@@ -81,24 +81,27 @@ func catalogCapacity(ct catalog.InstanceType) ResourceList {
 	return rl
 }
 
-// catalogLabels derives Karpenter's well-known labels: instance-memory in MiB, instance-cpu
-// in vCPUs, GPU memory in MiB, local NVMe in GiB, bandwidths in Mbps, names in lower case.
-func catalogLabels(ct catalog.InstanceType) map[string]string {
+// TypeLabels derives Karpenter's well-known labels of an instance type: instance-memory in MiB,
+// instance-cpu in vCPUs, GPU memory in MiB, local NVMe in GiB, bandwidths in Mbps, names in
+// lower case; a fact the catalog does not have gives no label (never an empty one).
+func TypeLabels(ct catalog.InstanceType) map[string]string {
 	l := map[string]string{
-		LabelInstanceType:       ct.Name,
-		LabelArch:               ct.Arch,
-		LabelOS:                 "linux",
-		LabelInstanceCategory:   ct.Category,
-		LabelInstanceFamily:     ct.Family,
-		LabelInstanceGeneration: strconv.Itoa(ct.Generation),
-		LabelInstanceSize:       ct.Size,
-		LabelInstanceCPU:        strconv.Itoa(ct.VCPU),
-		LabelInstanceMemory:     strconv.FormatInt(ct.MemoryMiB, 10),
+		LabelInstanceType:   ct.Name,
+		LabelArch:           ct.Arch,
+		LabelOS:             "linux",
+		LabelInstanceCPU:    strconv.Itoa(ct.VCPU),
+		LabelInstanceMemory: strconv.FormatInt(ct.MemoryMiB, 10),
 	}
 	set := func(key string, v *string) {
 		if v != nil && *v != "" {
 			l[key] = strings.ToLower(*v)
 		}
+	}
+	set(LabelInstanceCategory, &ct.Category)
+	set(LabelInstanceFamily, &ct.Family)
+	set(LabelInstanceSize, &ct.Size)
+	if ct.Generation > 0 {
+		l[LabelInstanceGeneration] = strconv.Itoa(ct.Generation)
 	}
 	setInt := func(key string, v *int64) {
 		if v != nil {

@@ -16,8 +16,9 @@ import (
 
 // subnet is a resolved subnet of the node class.
 type subnet struct {
-	ID   string
-	Zone string
+	ID     string
+	Zone   string
+	ZoneID string // e.g. use1-az1: the same physical zone in every account, unlike the name
 }
 
 // fleetRequest is one instant CreateFleet for one NodeClaim.

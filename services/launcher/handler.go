@@ -48,6 +48,16 @@ type launchInfo struct {
 	ImageID        string
 	LaunchTemplate string
 	Type           *catalogv1.InstanceType // the launched type's facts, from the published catalog
+	ZoneID         string
+}
+
+func zoneIDOf(subnets []subnet, zone string) string {
+	for _, s := range subnets {
+		if s.Zone == zone {
+			return s.ZoneID
+		}
+	}
+	return ""
 }
 
 var errClaimNotFound = errors.New("nodeclaim not found")
@@ -242,6 +252,7 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 			ImageID:        images[arch[got.InstanceType]].ID,
 			LaunchTemplate: templatesByArch[arch[got.InstanceType]],
 			Type:           l.typeOf(got.InstanceType),
+			ZoneID:         zoneIDOf(subnets, got.Zone),
 		}, nil
 	}
 }

@@ -19,7 +19,9 @@ import (
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/apis/translate"
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 )
@@ -118,9 +120,17 @@ func (k *kubeClaims) MarkLaunched(ctx context.Context, name string, info launchI
 		if nc.Labels == nil {
 			nc.Labels = map[string]string{}
 		}
+		// Karpenter's well-known labels of the offering launched, which registration puts on
+		// the node: the whole instance-type family of labels, zone, zone id, capacity type.
+		if info.Type != nil {
+			maps.Copy(nc.Labels, scheduling.TypeLabels(catalogkv.Facts(info.Type)))
+		}
 		nc.Labels[karpv1.LabelInstanceType] = info.InstanceType
 		nc.Labels[karpv1.LabelTopologyZone] = info.Zone
 		nc.Labels[karpv1.CapacityTypeLabelKey] = info.CapacityType
+		if info.ZoneID != "" {
+			nc.Labels[ec2v1.LabelTopologyZoneID] = info.ZoneID
+		}
 		nc.Status.ProviderID = info.ProviderID
 		nc.Status.ImageID = info.ImageID
 		if it := info.Type; it != nil {

@@ -264,6 +264,16 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 	assert.Equal(t, "a", node.Labels["team"], "the pool's labels come through user data")
 	assert.Equal(t, "arm64", node.Labels[karpv1.LabelArch])
 	assert.Equal(t, "true", node.Labels["karpenter.sh/initialized"])
+	// Karpenter's well-known labels of the offering, whatever the pods asked for.
+	for k, v := range map[string]string{"karpenter.k8s.aws/instance-category": "t", "karpenter.k8s.aws/instance-family": "t4g",
+		"karpenter.k8s.aws/instance-generation": "4", "karpenter.k8s.aws/instance-size": "small", "karpenter.k8s.aws/instance-cpu": "2",
+		"karpenter.k8s.aws/instance-memory": "2048", "karpenter.k8s.aws/instance-hypervisor": "nitro", "topology.k8s.aws/zone-id": "use1-az1",
+		"topology.kubernetes.io/zone": "us-east-1a", "node.kubernetes.io/instance-type": "t4g.small"} {
+		assert.Equal(t, v, node.Labels[k], k)
+	}
+	for k, v := range node.Labels {
+		assert.NotEmpty(t, v, "no empty label: %s", k)
+	}
 	assert.Contains(t, node.Finalizers, karpv1.TerminationFinalizer, "finalized at registration, so a deleted node is drained first")
 	for _, taint := range node.Spec.Taints {
 		assert.NotEqual(t, karpv1.UnregisteredTaintKey, taint.Key, "lifted at registration")

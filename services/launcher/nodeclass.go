@@ -100,7 +100,7 @@ func (r *resolver) subnets(ctx context.Context, terms []selectorTerm) ([]subnet,
 		}
 		out := make([]subnet, 0, len(best))
 		for zone, s := range best {
-			out = append(out, subnet{ID: aws.ToString(s.SubnetId), Zone: zone})
+			out = append(out, subnet{ID: aws.ToString(s.SubnetId), Zone: zone, ZoneID: aws.ToString(s.AvailabilityZoneId)})
 		}
 		sort.Slice(out, func(i, j int) bool { return out[i].Zone < out[j].Zone })
 		return out, nil

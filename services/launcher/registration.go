@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
@@ -77,10 +79,10 @@ func (r *registrar) reconcile(ctx context.Context) error {
 }
 
 func (r *registrar) register(ctx context.Context, c claimState, n nodeState, log zerolog.Logger) error {
-	labels := map[string]string{"karpenter.sh/nodepool": c.NodePool, "karpenter.sh/registered": "true"}
-	for k, v := range c.Labels {
-		labels[k] = v
-	}
+	// The claim's labels: its pool (karpenter.sh/nodepool, or a v1alpha5 claim's
+	// karpenter.sh/provisioner-name), the pool's own labels and the offering's well-known ones.
+	labels := map[string]string{karpv1.NodeRegisteredLabelKey: "true"}
+	maps.Copy(labels, c.Labels)
 	if err := r.nodes.Adopt(ctx, n.Name, labels, []string{unregisteredTaintKey}); err != nil {
 		return err
 	}

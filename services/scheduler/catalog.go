@@ -47,7 +47,7 @@ func fromCatalog(cat *catalogv1.Catalog) []scheduling.InstanceType {
 	src := make([]catalog.InstanceType, 0, len(cat.GetInstanceTypes()))
 	offers := make(map[string][]scheduling.Offering, len(cat.GetInstanceTypes()))
 	for _, it := range cat.GetInstanceTypes() {
-		src = append(src, catalogType(it))
+		src = append(src, catalogkv.Facts(it))
 		for _, o := range it.GetOfferings() {
 			ct := offerings.CapacityTypeName(o.GetCapacityType())
 			if ct == "" {
@@ -63,36 +63,4 @@ func fromCatalog(cat *catalogv1.Catalog) []scheduling.InstanceType {
 		out[i].Offerings = offers[out[i].Name]
 	}
 	return out
-}
-
-func catalogType(it *catalogv1.InstanceType) catalog.InstanceType {
-	str := func(s string) *string {
-		if s == "" {
-			return nil
-		}
-		return &s
-	}
-	i64 := func(n int64) *int64 {
-		if n == 0 {
-			return nil
-		}
-		return &n
-	}
-	t := catalog.InstanceType{
-		Name: it.GetName(), Family: it.GetFamily(), Generation: int(it.GetGeneration()), Category: it.GetCategory(),
-		Size: it.GetSize(), VCPU: int(it.GetVcpu()), MemoryMiB: it.GetMemoryMib(), Arch: it.GetArchitecture(),
-		CPUManufacturer: str(it.GetCpuManufacturer()), GPUCount: int(it.GetGpuCount()),
-		GPUManufacturer: str(it.GetGpuManufacturer()), GPUName: str(it.GetGpuName()), GPUMemoryMiB: i64(it.GetGpuMemoryMib()),
-		AcceleratorManufacturer: str(it.GetAcceleratorManufacturer()), AcceleratorName: str(it.GetAcceleratorName()),
-		MaxPods: int(it.GetMaxPods()), Burstable: it.GetBurstable(), BareMetal: it.GetBareMetal(),
-		Hypervisor: str(it.GetHypervisor()), LocalNVMeGiB: i64(it.GetLocalNvmeGib()),
-		NetworkBandwidthMbps: i64(it.GetNetworkBandwidthMbps()), EBSBandwidthMbps: i64(it.GetEbsBandwidthMbps()),
-	}
-	if n := int(it.GetAcceleratorCount()); n > 0 {
-		t.AcceleratorCount = &n
-	}
-	if t.MaxPods == 0 {
-		t.MaxPods = 110
-	}
-	return t
 }
