@@ -99,15 +99,15 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, want Want, log zerolo
 			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", "").String()
 		}))
 		c.factories = append(c.factories, unbound)
-		c.Pods = add(unbound.Core().V1().Pods().Informer(), StripManagedFields)
+		c.Pods = add(unbound.Core().V1().Pods().Informer(), SlimPod)
 	case AllPods:
-		c.Pods = add(core.Core().V1().Pods().Informer(), StripManagedFields)
+		c.Pods = add(core.Core().V1().Pods().Informer(), SlimPod)
 	}
 	if c.Pods != nil {
 		errs = append(errs, c.Pods.AddIndexers(cache.Indexers{byNode: podByNode, byNomination: podByNomination}))
 	}
 	if want.Nodes {
-		c.Nodes = add(core.Core().V1().Nodes().Informer(), StripManagedFields)
+		c.Nodes = add(core.Core().V1().Nodes().Informer(), SlimNode)
 	}
 	if want.DaemonSets {
 		c.DaemonSets = add(core.Apps().V1().DaemonSets().Informer(), StripManagedFields)

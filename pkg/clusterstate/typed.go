@@ -4,6 +4,7 @@
 package clusterstate
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -73,4 +74,43 @@ func StripManagedFields(obj any) (any, error) {
 		m.SetManagedFields(nil)
 	}
 	return obj, nil
+}
+
+// SlimPod is the pod informers' transform. Besides the managed fields it drops what no service
+// reads and what weighs most in a large cluster: the last-applied-configuration annotation,
+// container statuses, ephemeral containers, and each container's command, arguments,
+// environment, probes, mounts and lifecycle hooks. What scheduling, nominations and drains read
+// stays: resources, ports, restart policy, volumes, affinity, tolerations, owners, annotations,
+// phase and conditions.
+func SlimPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return StripManagedFields(obj)
+	}
+	p.ManagedFields = nil
+	delete(p.Annotations, corev1.LastAppliedConfigAnnotation)
+	p.Status.ContainerStatuses, p.Status.InitContainerStatuses, p.Status.EphemeralContainerStatuses = nil, nil, nil
+	p.Spec.EphemeralContainers = nil
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cs {
+			c := &cs[i]
+			c.Command, c.Args, c.Env, c.EnvFrom, c.VolumeMounts, c.VolumeDevices = nil, nil, nil, nil, nil, nil
+			c.LivenessProbe, c.ReadinessProbe, c.StartupProbe, c.Lifecycle = nil, nil, nil, nil
+		}
+	}
+	return p, nil
+}
+
+// SlimNode is the node informers' transform: besides the managed fields it drops the
+// last-applied-configuration annotation and the list of images the node holds (often its
+// largest part), which no service reads.
+func SlimNode(obj any) (any, error) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return StripManagedFields(obj)
+	}
+	n.ManagedFields = nil
+	delete(n.Annotations, corev1.LastAppliedConfigAnnotation)
+	n.Status.Images = nil
+	return n, nil
 }
