@@ -60,6 +60,10 @@ func run(ctx context.Context, args []string) error {
 		p := &poller{sqs: sqs.NewFromConfig(awsCfg), queue: cfg.InterruptionQueue, wait: cfg.SQSWait, bus: rt.Bus, prefix: rt.Bus.Prefix(),
 			claims: k.claimOfInstance, log: rt.Log, metrics: m, now: time.Now}
 		g.Go(func() error { return p.run(gctx) })
+		g.Go(func() error {
+			return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{Durable: "terminator-interruptions", Subject: rt.Bus.Prefix().AllInterruptions(),
+				MaxDeliver: -1, NakDelays: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second}}, p.handleEvent)
+		})
 	}
 	for i := 0; i < cfg.Workers; i++ {
 		g.Go(func() error {
