@@ -281,8 +281,8 @@ func (p *poller) run(ctx context.Context) error {
 	return nil
 }
 
-// handle publishes the events one message carries and deletes it once they are durable. If a publish
-// fails the message stays, and comes back after its visibility timeout.
+// handle publishes the events one message carries and deletes it once they are durable. If a
+// publish fails the message stays, and comes back after its visibility timeout.
 func (p *poller) handle(ctx context.Context, m sqstypes.Message) {
 	received := p.now()
 	log := p.log.With().Str("sqs_message", aws.ToString(m.MessageId)).Logger()
