@@ -6,20 +6,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	crlog "sigs.k8s.io/controller-runtime/pkg/log"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1alpha5"
-	"github.com/fleetwright/fleetwright/pkg/apis/translate"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/service"
-	"github.com/fleetwright/fleetwright/pkg/telemetry"
 )
 
 // Keys the terminator reads and writes besides Karpenter's own.
@@ -30,8 +26,6 @@ const (
 	// intentAnnotation names the intent carrying out a NodeClaim's termination, so the
 	// sweeper does not start a second one for a deletion the executor made.
 	intentAnnotation = "fleetwright.io/termination-intent"
-	// podNodeIndex indexes pods by spec.nodeName in the cache.
-	podNodeIndex = "spec.nodeName"
 )
 
 // claimRef is what the terminator needs to know of a NodeClaim to terminate it.
@@ -45,54 +39,35 @@ type claimRef struct {
 	Grace      *time.Duration // terminationGracePeriod; nil waits for the drain
 }
 
-// kube reads the cluster from an informer cache and writes straight to the API server.
+// kube reads the cluster from the shared informer cache and writes straight to the API server.
 type kube struct {
-	cached client.Client // reads from the cache
-	direct client.Client // reads and writes the API server
-	legacy bool          // the v1alpha5 Provisioner API is served
+	cache  *clusterstate.Cache
+	nodes  writer[*corev1.Node]
+	claims writer[*unstructured.Unstructured]
 }
 
-func newKube(ctx context.Context, rt *service.Runtime) (*kube, error) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, v1alpha5.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, fmt.Errorf("building scheme: %w", err)
-		}
-	}
-	k := &kube{}
-	if _, err := rt.Kube.Discovery().ServerResourcesForGroupVersion(v1alpha5.SchemeGroupVersion.String()); err == nil {
-		k.legacy = true
-	}
-	crlog.SetLogger(telemetry.Logr(rt.Log.With().Str("component", "controller-runtime").Logger()))
-	c, err := cache.New(rt.RESTConfig, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
+func newKube(rt *service.Runtime) (*kube, error) {
+	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
 	if err != nil {
-		return nil, fmt.Errorf("creating informer cache: %w", err)
+		return nil, fmt.Errorf("creating dynamic client: %w", err)
 	}
-	if err := c.IndexField(ctx, &corev1.Pod{}, podNodeIndex, func(o client.Object) []string {
-		return []string{o.(*corev1.Pod).Spec.NodeName}
-	}); err != nil {
-		return nil, fmt.Errorf("indexing pods by node: %w", err)
+	c, err := clusterstate.New(rt.Kube, dyn, clusterstate.Want{Pods: clusterstate.AllPods, Nodes: true, NodeClaims: true, Pools: true}, rt.Log)
+	if err != nil {
+		return nil, err
 	}
-	watch := []client.Object{&karpv1.NodeClaim{}, &karpv1.NodePool{}, &corev1.Node{}, &corev1.Pod{}}
-	if k.legacy {
-		watch = append(watch, &v1alpha5.Provisioner{})
-	}
-	for _, obj := range watch {
-		if _, err := c.GetInformer(ctx, obj); err != nil {
-			return nil, fmt.Errorf("watching %T: %w", obj, err)
-		}
-	}
-	go func() { _ = c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
-		return nil, fmt.Errorf("waiting for informer caches: %w", ctx.Err())
-	}
-	if k.cached, err = client.New(rt.RESTConfig, client.Options{Scheme: scheme, Cache: &client.CacheOptions{Reader: c}}); err != nil {
-		return nil, fmt.Errorf("creating kubernetes client: %w", err)
-	}
-	if k.direct, err = client.New(rt.RESTConfig, client.Options{Scheme: scheme}); err != nil {
-		return nil, fmt.Errorf("creating kubernetes client: %w", err)
-	}
-	return k, nil
+	nodes, claims := rt.Kube.CoreV1().Nodes(), dyn.Resource(clusterstate.NodeClaims)
+	return &kube{cache: c, nodes: writer[*corev1.Node]{kind: "node", get: nodes.Get, update: nodes.Update, del: nodes.Delete},
+		claims: writer[*unstructured.Unstructured]{kind: "nodeclaim",
+			get: func(ctx context.Context, name string, o metav1.GetOptions) (*unstructured.Unstructured, error) {
+				return claims.Get(ctx, name, o)
+			},
+			update: func(ctx context.Context, u *unstructured.Unstructured, o metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+				return claims.Update(ctx, u, o)
+			},
+			del: func(ctx context.Context, name string, o metav1.DeleteOptions) error {
+				return claims.Delete(ctx, name, o)
+			},
+		}}, nil
 }
 
 // refOf describes a NodeClaim.
@@ -114,27 +89,13 @@ func poolOf(labels map[string]string) string {
 	return labels[v1alpha5.ProvisionerNameLabelKey]
 }
 
-// claimForInstance finds the NodeClaim running an instance.
-func (k *kube) claimForInstance(ctx context.Context, id string) (claimRef, bool) {
-	var list karpv1.NodeClaimList
-	if err := k.cached.List(ctx, &list); err != nil {
+// claimOfInstance finds the NodeClaim running an instance.
+func (k *kube) claimOfInstance(id string) (claimRef, bool) {
+	nc, ok := k.cache.ClaimOfInstance(id)
+	if !ok {
 		return claimRef{}, false
 	}
-	for i := range list.Items {
-		if ec2v1.InstanceID(list.Items[i].Status.ProviderID) == id {
-			return refOf(&list.Items[i]), true
-		}
-	}
-	return claimRef{}, false
-}
-
-// podsOn lists the pods bound to a node, from the cache.
-func (k *kube) podsOn(ctx context.Context, node string) ([]corev1.Pod, error) {
-	var list corev1.PodList
-	if err := k.cached.List(ctx, &list, client.MatchingFields{podNodeIndex: node}); err != nil {
-		return nil, fmt.Errorf("listing pods on %s: %w", node, err)
-	}
-	return list.Items, nil
+	return refOf(nc), true
 }
 
 // emptyAfter is how long a pool's nodes may stay empty; nil means forever.
@@ -142,33 +103,12 @@ type poolPolicies map[string]*time.Duration
 
 // policies reads each pool's emptiness policy: NodePools' consolidateAfter under WhenEmpty or
 // WhenEmptyOrUnderutilized, Provisioners' ttlSecondsAfterEmpty (translated into the v1 model).
-func (k *kube) policies(ctx context.Context) (poolPolicies, error) {
+func (k *kube) policies() poolPolicies {
 	out := poolPolicies{}
-	var pools karpv1.NodePoolList
-	if err := k.cached.List(ctx, &pools); err != nil {
-		return nil, fmt.Errorf("listing nodepools: %w", err)
+	for _, p := range k.cache.Pools() {
+		out[p.Name] = emptyAfter(p.Spec.Disruption)
 	}
-	for i := range pools.Items {
-		out[pools.Items[i].Name] = emptyAfter(pools.Items[i].Spec.Disruption)
-	}
-	if !k.legacy {
-		return out, nil
-	}
-	var provs v1alpha5.ProvisionerList
-	if err := k.cached.List(ctx, &provs); err != nil {
-		return nil, fmt.Errorf("listing provisioners: %w", err)
-	}
-	for i := range provs.Items {
-		if _, taken := out[provs.Items[i].Name]; taken {
-			continue
-		}
-		np, err := translate.NodePool(&provs.Items[i])
-		if err != nil {
-			continue
-		}
-		out[np.Name] = emptyAfter(np.Spec.Disruption)
-	}
-	return out, nil
+	return out
 }
 
 func emptyAfter(d karpv1.Disruption) *time.Duration {
@@ -180,44 +120,32 @@ func emptyAfter(d karpv1.Disruption) *time.Duration {
 }
 
 // candidates describes every launched NodeClaim for the decision stages.
-func (k *kube) candidates(ctx context.Context) ([]candidate, error) {
-	pols, err := k.policies(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var claims karpv1.NodeClaimList
-	if err := k.cached.List(ctx, &claims); err != nil {
-		return nil, fmt.Errorf("listing nodeclaims: %w", err)
-	}
+func (k *kube) candidates() []candidate {
+	pols := k.policies()
 	var out []candidate
-	for i := range claims.Items {
-		nc := &claims.Items[i]
+	for _, nc := range k.cache.Claims() {
 		if nc.Status.ProviderID == "" {
 			continue
 		}
 		c := candidate{claimRef: refOf(nc), Created: nc.CreationTimestamp.Time, Initialized: nc.IsTrue(karpv1.ConditionTypeInitialized),
 			Disrupting: nc.DeletionTimestamp != nil, EmptyAfter: pols[poolOf(nc.Labels)], ExpireAfter: nc.Spec.ExpireAfter.Duration,
-			ClaimUnfinalized: nc.Status.NodeName != "" && nc.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(nc, karpv1.TerminationFinalizer)}
+			ClaimUnfinalized: nc.Status.NodeName != "" && nc.DeletionTimestamp == nil && !finalized(nc)}
 		if c.NodeName != "" {
-			var node corev1.Node
-			if err := k.cached.Get(ctx, client.ObjectKey{Name: c.NodeName}, &node); err != nil {
+			node, ok := k.cache.Node(c.NodeName)
+			if !ok {
 				continue // not cached yet, or gone
 			}
-			pods, err := k.podsOn(ctx, node.Name)
-			if err != nil {
-				return nil, err
-			}
-			describeNode(&c, &node, pods)
+			describeNode(&c, node, k.cache.PodsOn(node.Name))
 		}
 		out = append(out, c)
 	}
-	return out, nil
+	return out
 }
 
 // describeNode fills in what the node and its pods say: disrupting, empty since, blocked.
-func describeNode(c *candidate, node *corev1.Node, pods []corev1.Pod) {
+func describeNode(c *candidate, node *corev1.Node, pods []*corev1.Pod) {
 	c.HasNode = true
-	c.NodeUnfinalized = node.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(node, karpv1.TerminationFinalizer)
+	c.NodeUnfinalized = node.DeletionTimestamp == nil && !finalized(node)
 	c.Disrupting = c.Disrupting || node.DeletionTimestamp != nil || hasDisruptedTaint(node)
 	if ts := node.Annotations[emptinessAnnotation]; ts != "" {
 		if t, err := time.Parse(time.RFC3339, ts); err == nil {
@@ -228,8 +156,7 @@ func describeNode(c *candidate, node *corev1.Node, pods []corev1.Pod) {
 		c.BlockedBy = "node " + node.Name
 	}
 	c.Empty = true
-	for i := range pods {
-		p := &pods[i]
+	for _, p := range pods {
 		if !active(p) {
 			continue
 		}

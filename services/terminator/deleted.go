@@ -1,12 +1,7 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -18,30 +13,20 @@ import (
 // deleting a terminated instance's Node) that the termination finalizer holds, and decides
 // to terminate them. A NodeClaim the executor deleted carries its intent's id and is skipped:
 // that intent is still being delivered.
-func (k *kube) deletedByOthers(ctx context.Context, now time.Time) ([]*terminationv1.TerminationIntent, error) {
-	var claims karpv1.NodeClaimList
-	if err := k.cached.List(ctx, &claims); err != nil {
-		return nil, fmt.Errorf("listing nodeclaims: %w", err)
-	}
+func (k *kube) deletedByOthers(now time.Time) []*terminationv1.TerminationIntent {
 	var out []*terminationv1.TerminationIntent
 	byNode := map[string]*karpv1.NodeClaim{}
-	for i := range claims.Items {
-		nc := &claims.Items[i]
+	for _, nc := range k.cache.Claims() {
 		if nc.Status.NodeName != "" {
 			byNode[nc.Status.NodeName] = nc
 		}
-		if nc.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(nc, karpv1.TerminationFinalizer) || nc.Annotations[intentAnnotation] != "" {
+		if nc.DeletionTimestamp == nil || !finalized(nc) || nc.Annotations[intentAnnotation] != "" {
 			continue
 		}
 		out = append(out, manualIntent(refOf(nc), string(nc.UID), now))
 	}
-	var nodes corev1.NodeList
-	if err := k.cached.List(ctx, &nodes); err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
-	}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if n.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(n, karpv1.TerminationFinalizer) {
+	for _, n := range k.cache.AllNodes() {
+		if n.DeletionTimestamp == nil || !finalized(n) {
 			continue
 		}
 		nc := byNode[n.Name]
@@ -53,7 +38,7 @@ func (k *kube) deletedByOthers(ctx context.Context, now time.Time) ([]*terminati
 			out = append(out, manualIntent(refOf(nc), string(nc.UID), now))
 		}
 	}
-	return out, nil
+	return out
 }
 
 func manualIntent(c claimRef, uid string, now time.Time) *terminationv1.TerminationIntent {

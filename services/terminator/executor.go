@@ -13,10 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -152,14 +151,14 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	}
 	log.Info().Str("instance", res.Instance).Msg("terminated instance")
 	if node != nil {
-		if err := e.release(ctx, &corev1.Node{}, node.Name); err != nil {
+		if err := e.k.nodes.release(ctx, node.Name); err != nil {
 			return res, err
 		}
 		log.Info().Str("node", node.Name).Msg("deleted node")
 		e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DELETED, in, node)
 	}
 	if claim != nil {
-		if err := e.release(ctx, &karpv1.NodeClaim{}, claim.Name); err != nil {
+		if err := e.k.claims.release(ctx, claim.Name); err != nil {
 			return res, err
 		}
 		log.Info().Str("nodeclaim", claim.Name).Msg("deleted nodeclaim")
@@ -172,12 +171,16 @@ func (e *executor) claim(ctx context.Context, name string) (*karpv1.NodeClaim, e
 	if name == "" {
 		return nil, nil
 	}
-	var nc karpv1.NodeClaim
-	if err := e.k.direct.Get(ctx, client.ObjectKey{Name: name}, &nc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
+	u, err := e.k.claims.get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("getting nodeclaim %s: %w", name, err)
+	}
+	var nc karpv1.NodeClaim
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc); err != nil {
+		return nil, fmt.Errorf("decoding nodeclaim %s: %w", name, err)
 	}
 	return &nc, nil
 }
@@ -186,14 +189,14 @@ func (e *executor) node(ctx context.Context, name string) (*corev1.Node, error) 
 	if name == "" {
 		return nil, nil
 	}
-	var n corev1.Node
-	if err := e.k.direct.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
+	n, err := e.k.nodes.get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("getting node %s: %w", name, err)
 	}
-	return &n, nil
+	return n, nil
 }
 
 // blocker says, in words, why a voluntary intent must not go ahead now: a do-not-disrupt
@@ -264,15 +267,7 @@ func withoutDisrupted(ts []corev1.Taint) []corev1.Taint {
 }
 
 func (e *executor) patchNode(ctx context.Context, name string, mutate func(*corev1.Node)) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var n corev1.Node
-		if err := e.k.direct.Get(ctx, client.ObjectKey{Name: name}, &n); err != nil {
-			return err
-		}
-		before := n.DeepCopy()
-		mutate(&n)
-		return e.k.direct.Patch(ctx, &n, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	})
+	_, err := e.k.nodes.modify(ctx, name, func(n *corev1.Node) bool { mutate(n); return true })
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("patching node %s: %w", name, err)
 	}
@@ -282,29 +277,28 @@ func (e *executor) patchNode(ctx context.Context, name string, mutate func(*core
 // commit records the intent and the termination deadline on the NodeClaim, makes sure the
 // finalizer holds it, and deletes it: from here on the node goes.
 func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent, log zerolog.Logger) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var nc karpv1.NodeClaim
-		if err := e.k.direct.Get(ctx, client.ObjectKey{Name: claim.Name}, &nc); err != nil {
-			return err
+	_, err := e.k.claims.modify(ctx, claim.Name, func(nc *unstructured.Unstructured) bool {
+		if nc.GetDeletionTimestamp() != nil {
+			return false
 		}
-		if nc.DeletionTimestamp != nil {
-			return nil
+		if !finalized(nc) {
+			nc.SetFinalizers(append(nc.GetFinalizers(), karpv1.TerminationFinalizer))
 		}
-		before := nc.DeepCopy()
-		controllerutil.AddFinalizer(&nc, karpv1.TerminationFinalizer)
-		if nc.Annotations == nil {
-			nc.Annotations = map[string]string{}
+		a := nc.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
 		}
-		nc.Annotations[intentAnnotation] = in.GetIntentId()
+		a[intentAnnotation] = in.GetIntentId()
 		if g := in.GetGracePeriod(); g != nil {
-			nc.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey] = e.now().Add(g.AsDuration()).UTC().Format(time.RFC3339)
+			a[karpv1.NodeClaimTerminationTimestampAnnotationKey] = e.now().Add(g.AsDuration()).UTC().Format(time.RFC3339)
 		}
-		return e.k.direct.Patch(ctx, &nc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		nc.SetAnnotations(a)
+		return true
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("marking nodeclaim %s for termination: %w", claim.Name, err)
 	}
-	if err := e.k.direct.Delete(ctx, claim); err != nil && !apierrors.IsNotFound(err) {
+	if err := e.k.claims.del(ctx, claim.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting nodeclaim %s: %w", claim.Name, err)
 	}
 	log.Info().Str("nodeclaim", claim.Name).Str("reason", reasonName(in.GetReason())).Msg("deleting nodeclaim")
@@ -330,28 +324,6 @@ func (e *executor) deadline(claim *karpv1.NodeClaim, in *terminationv1.Terminati
 		return in.GetRequestTime().AsTime().Add(g.AsDuration()), started
 	}
 	return time.Time{}, started
-}
-
-// release removes the termination finalizer and deletes the object; either may be gone.
-func (e *executor) release(ctx context.Context, obj client.Object, name string) error {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := e.k.direct.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
-			return err
-		}
-		if !controllerutil.ContainsFinalizer(obj, karpv1.TerminationFinalizer) {
-			return nil
-		}
-		before := obj.DeepCopyObject().(client.Object)
-		controllerutil.RemoveFinalizer(obj, karpv1.TerminationFinalizer)
-		return e.k.direct.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer from %T %s: %w", obj, name, err)
-	}
-	if err := e.k.direct.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting %T %s: %w", obj, name, err)
-	}
-	return nil
 }
 
 // event publishes one node lifecycle step; a failure is only logged.

@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 )
@@ -20,12 +19,12 @@ import (
 func (k *kube) ensureFinalizers(ctx context.Context, cands []candidate) error {
 	for _, c := range cands {
 		if c.ClaimUnfinalized {
-			if err := k.addFinalizer(ctx, &karpv1.NodeClaim{}, c.Name); err != nil {
+			if err := k.claims.addFinalizer(ctx, c.Name); err != nil {
 				return err
 			}
 		}
 		if c.NodeUnfinalized {
-			if err := k.addFinalizer(ctx, &corev1.Node{}, c.NodeName); err != nil {
+			if err := k.nodes.addFinalizer(ctx, c.NodeName); err != nil {
 				return err
 			}
 		}
@@ -33,20 +32,65 @@ func (k *kube) ensureFinalizers(ctx context.Context, cands []candidate) error {
 	return nil
 }
 
-func (k *kube) addFinalizer(ctx context.Context, obj client.Object, name string) error {
+// finalized reports whether the termination finalizer holds an object.
+func finalized(o metav1.Object) bool {
+	return slices.Contains(o.GetFinalizers(), karpv1.TerminationFinalizer)
+}
+
+// writer writes one kind of cluster-scoped object straight to the API server: Nodes through
+// the clientset, NodeClaims (unstructured, so no field is lost) through the dynamic client.
+type writer[T metav1.Object] struct {
+	kind   string
+	get    func(context.Context, string, metav1.GetOptions) (T, error)
+	update func(context.Context, T, metav1.UpdateOptions) (T, error)
+	del    func(context.Context, string, metav1.DeleteOptions) error
+}
+
+// modify reads the object afresh and, if change says it changed it, writes it back. The update
+// carries the resourceVersion read, so it fails if someone else wrote in between (optimistic
+// locking); then it reads and tries again. It reports whether it wrote.
+func (w writer[T]) modify(ctx context.Context, name string, change func(T) bool) (bool, error) {
+	wrote := false
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err := k.direct.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
+		obj, err := w.get(ctx, name, metav1.GetOptions{})
+		if err != nil || !change(obj) {
 			return err
 		}
-		if obj.GetDeletionTimestamp() != nil || controllerutil.ContainsFinalizer(obj, karpv1.TerminationFinalizer) {
-			return nil
+		_, err = w.update(ctx, obj, metav1.UpdateOptions{})
+		wrote = err == nil
+		return err
+	})
+	return wrote, err
+}
+
+func (w writer[T]) addFinalizer(ctx context.Context, name string) error {
+	_, err := w.modify(ctx, name, func(o T) bool {
+		if o.GetDeletionTimestamp() != nil || finalized(o) {
+			return false
 		}
-		before := obj.DeepCopyObject().(client.Object)
-		controllerutil.AddFinalizer(obj, karpv1.TerminationFinalizer)
-		return k.direct.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+		o.SetFinalizers(append(o.GetFinalizers(), karpv1.TerminationFinalizer))
+		return true
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("adding termination finalizer to %T %s: %w", obj, name, err)
+		return fmt.Errorf("adding termination finalizer to %s %s: %w", w.kind, name, err)
+	}
+	return nil
+}
+
+// release removes the termination finalizer and deletes the object; either may be gone.
+func (w writer[T]) release(ctx context.Context, name string) error {
+	_, err := w.modify(ctx, name, func(o T) bool {
+		if !finalized(o) {
+			return false
+		}
+		o.SetFinalizers(slices.DeleteFunc(o.GetFinalizers(), func(f string) bool { return f == karpv1.TerminationFinalizer }))
+		return true
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer from %s %s: %w", w.kind, name, err)
+	}
+	if err := w.del(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %s %s: %w", w.kind, name, err)
 	}
 	return nil
 }

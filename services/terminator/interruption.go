@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	interruptionv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/interruption/v1"
@@ -46,7 +47,6 @@ type notice struct {
 	InstanceIDs []string
 	State       string // state-change: the new state; spot: the instance-action
 	HealthCode  string // scheduled change: the Health eventTypeCode
-	Act         bool   // drain the instance's node at once
 }
 
 // eventKey selects a parser, as Karpenter matches events: source, detail-type and version.
@@ -87,7 +87,7 @@ func parseSpotInterruption(e envelope) (notice, error) {
 	if err := decodeDetail(e, &d); err != nil {
 		return notice{}, err
 	}
-	return notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, InstanceIDs: []string{d.InstanceID}, State: d.InstanceAction, Act: true}, nil
+	return notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, InstanceIDs: []string{d.InstanceID}, State: d.InstanceAction}, nil
 }
 
 func parseRebalance(e envelope) (notice, error) {
@@ -100,9 +100,6 @@ func parseRebalance(e envelope) (notice, error) {
 	return notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_REBALANCE_RECOMMENDATION, InstanceIDs: []string{d.InstanceID}}, nil
 }
 
-// stoppingStates are the instance states Karpenter drains for.
-var stoppingStates = map[string]bool{"stopping": true, "stopped": true, "shutting-down": true, "terminated": true}
-
 func parseStateChange(e envelope) (notice, error) {
 	var d struct {
 		InstanceID string `json:"instance-id"`
@@ -111,7 +108,7 @@ func parseStateChange(e envelope) (notice, error) {
 	if err := decodeDetail(e, &d); err != nil {
 		return notice{}, err
 	}
-	return notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE, InstanceIDs: []string{d.InstanceID}, State: d.State, Act: stoppingStates[d.State]}, nil
+	return notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE, InstanceIDs: []string{d.InstanceID}, State: d.State}, nil
 }
 
 // parseScheduledChange reads an AWS Health event; only EC2 scheduled changes are ours.
@@ -130,7 +127,7 @@ func parseScheduledChange(e envelope) (notice, error) {
 	if d.Service != "EC2" || d.EventTypeCategory != "scheduledChange" {
 		return notice{}, nil
 	}
-	n := notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SCHEDULED_CHANGE, HealthCode: d.EventTypeCode, Act: true}
+	n := notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SCHEDULED_CHANGE, HealthCode: d.EventTypeCode}
 	for _, a := range d.AffectedEntities {
 		if a.EntityValue != "" {
 			n.InstanceIDs = append(n.InstanceIDs, a.EntityValue)
@@ -171,23 +168,39 @@ func kindSubject(k commonv1.InterruptionKind) string {
 	}
 }
 
+// stoppingStates are the instance states Karpenter drains for.
+var stoppingStates = map[string]bool{"stopping": true, "stopped": true, "shutting-down": true, "terminated": true}
+
+// acts reports whether an event drains the instance's node at once: spot interruptions,
+// scheduled changes and state changes to a stopping state do; rebalance recommendations (and
+// other state changes) are recorded only.
+func acts(ev *interruptionv1.InterruptionEvent) bool {
+	switch ev.GetKind() {
+	case commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, commonv1.InterruptionKind_INTERRUPTION_KIND_SCHEDULED_CHANGE:
+		return true
+	case commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE:
+		return stoppingStates[ev.GetState()]
+	}
+	return false
+}
+
 // spotNotice is how long AWS gives a spot instance after its interruption warning.
 const spotNotice = 2 * time.Minute
 
-// interruptionIntent is the decision a notice leads to for one node. The grace period of a
+// interruptionIntent is the decision an event leads to for one node. The grace period of a
 // spot interruption is the time left before AWS reclaims the instance.
-func interruptionIntent(n notice, c claimRef, now time.Time) *terminationv1.TerminationIntent {
+func interruptionIntent(ev *interruptionv1.InterruptionEvent, c claimRef, now time.Time) *terminationv1.TerminationIntent {
 	in := &terminationv1.TerminationIntent{
 		IntentId: c.UID + "/interrupted", NodeClaimName: c.Name, NodeName: c.NodeName, InstanceId: c.InstanceID,
 		ProviderId: c.ProviderID, NodePoolName: c.Pool, Reason: commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED,
-		RequestTime: timestamppb.New(now), InterruptionEventId: n.EventID,
-		Why: fmt.Sprintf("%s %s for %s", n.DetailType, n.EventID, c.InstanceID),
+		RequestTime: timestamppb.New(now), InterruptionEventId: ev.GetEventId(),
+		Why: fmt.Sprintf("%s %s for %s", ev.GetDetailType(), ev.GetEventId(), c.InstanceID),
 	}
-	if n.State != "" {
-		in.Why += " (" + n.State + ")"
+	if ev.GetState() != "" {
+		in.Why += " (" + ev.GetState() + ")"
 	}
-	if n.Kind == commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION && !n.Time.IsZero() {
-		left := n.Time.Add(spotNotice).Sub(now)
+	if t := ev.GetEventTime(); ev.GetKind() == commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION && t != nil && !t.AsTime().IsZero() {
+		left := t.AsTime().Add(spotNotice).Sub(now)
 		if left < 0 {
 			left = 0
 		}
@@ -204,10 +217,10 @@ type publisher interface {
 	Publish(ctx context.Context, subj string, msg proto.Message, msgID string) error
 }
 
-// poller reads the interruption queue and turns each message into InterruptionEvents and,
-// for the kinds that call for it, TerminationIntents. Several replicas may poll one queue: a
-// message is invisible to the others while one handles it, and the ids make a duplicate
-// harmless.
+// poller reads the interruption queue and turns each message into InterruptionEvents on
+// <prefix>.interruptions.<kind>; its consumer (handleEvent) turns the events of the kinds that
+// call for it into TerminationIntents. Several replicas may poll one queue: a message is
+// invisible to the others while one handles it, and the ids make a duplicate harmless.
 type poller struct {
 	sqs      SQSAPI
 	queue    string // name or URL
@@ -268,8 +281,8 @@ func (p *poller) run(ctx context.Context) error {
 	return nil
 }
 
-// handle publishes what one message means and deletes it once that is durable. If a publish
-// fails the message stays, and comes back after its visibility timeout.
+// handle publishes the events one message carries and deletes it once they are durable. If a
+// publish fails the message stays, and comes back after its visibility timeout.
 func (p *poller) handle(ctx context.Context, m sqstypes.Message) {
 	received := p.now()
 	log := p.log.With().Str("sqs_message", aws.ToString(m.MessageId)).Logger()
@@ -299,27 +312,36 @@ func (p *poller) handle(ctx context.Context, m sqstypes.Message) {
 
 func (p *poller) publish(ctx context.Context, n notice, messageID string, received time.Time, log zerolog.Logger) error {
 	for _, id := range n.InstanceIDs {
-		c, known := p.claims(id)
+		c, _ := p.claims(id)
 		ev := &interruptionv1.InterruptionEvent{Kind: n.Kind, InstanceId: id, SqsMessageId: messageID, EventId: n.EventID,
 			EventTime: timestamppb.New(n.Time), Source: n.Source, DetailType: n.DetailType, State: n.State,
 			HealthEventTypeCode: n.HealthCode, NodeName: c.NodeName, NodeClaimName: c.Name, ReceiveTime: timestamppb.New(received)}
 		if err := p.bus.Publish(ctx, p.prefix.Interruptions(kindSubject(n.Kind)), ev, n.EventID+"/"+id); err != nil {
 			return fmt.Errorf("publishing interruption event: %w", err)
 		}
-		l := log.With().Str("kind", kindName(n.Kind)).Str("instance", id).Str("event", n.EventID).Logger()
-		switch {
-		case !known:
-			l.Info().Msg("interruption for an instance that is not one of our nodes; recorded")
-		case !n.Act:
-			l.Info().Str("node", c.NodeName).Str("state", n.State).Msg("recorded interruption event; no action")
-		default:
-			in := interruptionIntent(n, c, p.now())
-			if err := p.bus.Publish(ctx, p.prefix.Of(subject.TerminationsIntents), in, in.GetIntentId()); err != nil {
-				return fmt.Errorf("publishing termination intent: %w", err)
-			}
-			p.metrics.decisions.WithLabelValues(reasonName(in.GetReason())).Inc()
-			l.Info().Str("node", c.NodeName).Str("nodeclaim", c.Name).Msg("initiating termination for interruption")
+		log.Debug().Str("kind", kindName(n.Kind)).Str("instance", id).Str("event", n.EventID).Msg("published interruption event")
+	}
+	return nil
+}
+
+// handleEvent is the consumer of <prefix>.interruptions.*: an event of a kind that acts on a
+// known instance becomes a TerminationIntent for its NodeClaim (one id per NodeClaim, so
+// JetStream drops a repeat); every other event is only recorded.
+func (p *poller) handleEvent(ctx context.Context, ev *interruptionv1.InterruptionEvent, _ bus.Delivery) error {
+	c, known := p.claims(ev.GetInstanceId())
+	l := p.log.With().Str("kind", kindName(ev.GetKind())).Str("instance", ev.GetInstanceId()).Str("event", ev.GetEventId()).Logger()
+	switch {
+	case !known:
+		l.Info().Msg("interruption for an instance that is not one of our nodes; recorded")
+	case !acts(ev):
+		l.Info().Str("node", c.NodeName).Str("state", ev.GetState()).Msg("recorded interruption event; no action")
+	default:
+		in := interruptionIntent(ev, c, p.now())
+		if err := p.bus.Publish(ctx, p.prefix.Of(subject.TerminationsIntents), in, in.GetIntentId()); err != nil {
+			return fmt.Errorf("publishing termination intent: %w", err)
 		}
+		p.metrics.decisions.WithLabelValues(reasonName(in.GetReason())).Inc()
+		l.Info().Str("node", c.NodeName).Str("nodeclaim", c.Name).Msg("initiating termination for interruption")
 	}
 	return nil
 }

@@ -6,8 +6,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	interruptionv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/interruption/v1"
 )
 
 // The four EventBridge shapes of shared/AWS-WIRE.md, and what Fleetwright makes of them.
@@ -21,7 +23,7 @@ func TestParseNotice(t *testing.T) {
 		{"spot interruption warning",
 			`{"version":"0","id":"1e5527d7-a","detail-type":"EC2 Spot Instance Interruption Warning","source":"aws.ec2","account":"123456789012","time":"2026-01-01T00:00:00Z","region":"us-east-1","resources":["arn:aws:ec2:us-east-1b:instance/i-0b662ef9931388ba0"],"detail":{"instance-id":"i-0b662ef9931388ba0","instance-action":"terminate"}}`,
 			notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, EventID: "1e5527d7-a", Source: "aws.ec2",
-				DetailType: "EC2 Spot Instance Interruption Warning", Time: t0, InstanceIDs: []string{"i-0b662ef9931388ba0"}, State: "terminate", Act: true}},
+				DetailType: "EC2 Spot Instance Interruption Warning", Time: t0, InstanceIDs: []string{"i-0b662ef9931388ba0"}, State: "terminate"}},
 		{"rebalance recommendation is recorded, not acted on",
 			`{"version":"0","id":"5d5555d5-b","detail-type":"EC2 Instance Rebalance Recommendation","source":"aws.ec2","time":"2026-01-01T00:00:00Z","detail":{"instance-id":"i-0b662ef9931388ba0"}}`,
 			notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_REBALANCE_RECOMMENDATION, EventID: "5d5555d5-b", Source: "aws.ec2",
@@ -29,7 +31,7 @@ func TestParseNotice(t *testing.T) {
 		{"state change to stopping",
 			`{"version":"0","id":"7bf73129-c","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","time":"2026-01-01T00:00:00Z","detail":{"instance-id":"i-abcd1111","state":"stopping"}}`,
 			notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE, EventID: "7bf73129-c", Source: "aws.ec2",
-				DetailType: "EC2 Instance State-change Notification", Time: t0, InstanceIDs: []string{"i-abcd1111"}, State: "stopping", Act: true}},
+				DetailType: "EC2 Instance State-change Notification", Time: t0, InstanceIDs: []string{"i-abcd1111"}, State: "stopping"}},
 		{"state change to running is no reason to drain",
 			`{"version":"0","id":"7bf73129-d","detail-type":"EC2 Instance State-change Notification","source":"aws.ec2","time":"2026-01-01T00:00:00Z","detail":{"instance-id":"i-abcd1111","state":"running"}}`,
 			notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE, EventID: "7bf73129-d", Source: "aws.ec2",
@@ -37,7 +39,7 @@ func TestParseNotice(t *testing.T) {
 		{"health scheduled change for two instances",
 			`{"version":"0","id":"7fb65329-e","detail-type":"AWS Health Event","source":"aws.health","time":"2026-01-01T00:00:00Z","resources":["i-12345678"],"detail":{"service":"EC2","eventTypeCategory":"scheduledChange","eventTypeCode":"AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED","affectedEntities":[{"entityValue":"i-12345678"},{"entityValue":"i-87654321"}]}}`,
 			notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SCHEDULED_CHANGE, EventID: "7fb65329-e", Source: "aws.health",
-				DetailType: "AWS Health Event", Time: t0, InstanceIDs: []string{"i-12345678", "i-87654321"}, HealthCode: "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED", Act: true}},
+				DetailType: "AWS Health Event", Time: t0, InstanceIDs: []string{"i-12345678", "i-87654321"}, HealthCode: "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED"}},
 		{"health event of another service is not ours",
 			`{"version":"0","id":"x","detail-type":"AWS Health Event","source":"aws.health","time":"2026-01-01T00:00:00Z","detail":{"service":"RDS","eventTypeCategory":"scheduledChange","affectedEntities":[{"entityValue":"db-1"}]}}`,
 			notice{EventID: "x", Source: "aws.health", DetailType: "AWS Health Event", Time: t0}},
@@ -68,13 +70,30 @@ func TestParseNoticeMalformed(t *testing.T) {
 	}
 }
 
+// Spot interruptions, scheduled changes and stopping state changes act; rebalance
+// recommendations and other state changes are only recorded.
+func TestActs(t *testing.T) {
+	ev := func(k commonv1.InterruptionKind, state string) *interruptionv1.InterruptionEvent {
+		return &interruptionv1.InterruptionEvent{Kind: k, State: state}
+	}
+	assert.True(t, acts(ev(commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, "terminate")))
+	assert.True(t, acts(ev(commonv1.InterruptionKind_INTERRUPTION_KIND_SCHEDULED_CHANGE, "")))
+	for _, st := range []string{"stopping", "stopped", "shutting-down", "terminated"} {
+		assert.True(t, acts(ev(commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE, st)), st)
+	}
+	assert.False(t, acts(ev(commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE, "running")))
+	assert.False(t, acts(ev(commonv1.InterruptionKind_INTERRUPTION_KIND_REBALANCE_RECOMMENDATION, "")))
+	assert.False(t, acts(ev(commonv1.InterruptionKind_INTERRUPTION_KIND_UNSPECIFIED, "")))
+}
+
 // A spot interruption's grace period is what is left of the two-minute notice; other kinds
 // take the claim's terminationGracePeriod.
 func TestInterruptionIntent(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	grace := 10 * time.Minute
 	c := claimRef{Name: "default-abc", UID: "uid-1", NodeName: "ip-10-0-0-1.ec2.internal", InstanceID: "i-1", Pool: "default", Grace: &grace}
-	spot := notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, EventID: "e1", DetailType: "EC2 Spot Instance Interruption Warning", Time: t0, State: "terminate", Act: true}
+	spot := &interruptionv1.InterruptionEvent{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, EventId: "e1",
+		DetailType: "EC2 Spot Instance Interruption Warning", EventTime: timestamppb.New(t0), State: "terminate", InstanceId: "i-1"}
 	in := interruptionIntent(spot, c, t0.Add(30*time.Second))
 	assert.Equal(t, "uid-1/interrupted", in.GetIntentId())
 	assert.Equal(t, commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED, in.GetReason())
@@ -86,7 +105,8 @@ func TestInterruptionIntent(t *testing.T) {
 	late := interruptionIntent(spot, c, t0.Add(3*time.Minute))
 	assert.Equal(t, time.Duration(0), late.GetGracePeriod().AsDuration(), "past the notice: no grace left")
 
-	health := notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SCHEDULED_CHANGE, EventID: "e2", DetailType: "AWS Health Event", Time: t0, Act: true}
+	health := &interruptionv1.InterruptionEvent{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SCHEDULED_CHANGE, EventId: "e2",
+		DetailType: "AWS Health Event", EventTime: timestamppb.New(t0)}
 	assert.Equal(t, grace, interruptionIntent(health, c, t0).GetGracePeriod().AsDuration())
 }
 

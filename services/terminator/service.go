@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/service"
@@ -36,15 +35,19 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading AWS configuration: %w", err)
 	}
-	k, err := newKube(ctx, rt)
+	k, err := newKube(rt)
 	if err != nil {
+		return err
+	}
+	rt.Admin.AddReadiness("informers", k.cache.Ready)
+	if err := k.cache.Start(ctx); err != nil {
 		return err
 	}
 	m := newMetrics(rt.Registry)
 	ex := &executor{k: k, cs: rt.Kube, ec2: ec2.NewFromConfig(awsCfg), bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now}
 	d := &decider{k: k, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, blockedLogged: map[string]bool{}}
 
-	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("queue", cfg.InterruptionQueue).Int("workers", cfg.Workers).Bool("v1alpha5", k.legacy).Msg("terminating nodes")
+	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("queue", cfg.InterruptionQueue).Int("workers", cfg.Workers).Bool("v1alpha5", k.cache.Legacy).Msg("terminating nodes")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return service.Every(gctx, cfg.Interval, func() {
@@ -55,8 +58,12 @@ func run(ctx context.Context, args []string) error {
 	})
 	if cfg.InterruptionQueue != "-" {
 		p := &poller{sqs: sqs.NewFromConfig(awsCfg), queue: cfg.InterruptionQueue, wait: cfg.SQSWait, bus: rt.Bus, prefix: rt.Bus.Prefix(),
-			claims: func(id string) (claimRef, bool) { return k.claimForInstance(gctx, id) }, log: rt.Log, metrics: m, now: time.Now}
+			claims: k.claimOfInstance, log: rt.Log, metrics: m, now: time.Now}
 		g.Go(func() error { return p.run(gctx) })
+		g.Go(func() error {
+			return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{Durable: "terminator-interruptions", Subject: rt.Bus.Prefix().AllInterruptions(),
+				MaxDeliver: -1, NakDelays: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second}}, p.handleEvent)
+		})
 	}
 	for i := 0; i < cfg.Workers; i++ {
 		g.Go(func() error {
@@ -85,10 +92,7 @@ type decider struct {
 
 func (d *decider) pass(ctx context.Context) error {
 	now := d.now()
-	cands, err := d.k.candidates(ctx)
-	if err != nil {
-		return err
-	}
+	cands := d.k.candidates()
 	if err := d.k.ensureFinalizers(ctx, cands); err != nil {
 		return err
 	}
@@ -120,11 +124,7 @@ func (d *decider) pass(ctx context.Context) error {
 			d.logDecision(a, log)
 		}
 	}
-	manual, err := d.k.deletedByOthers(ctx, now)
-	if err != nil {
-		return err
-	}
-	for _, in := range manual {
+	for _, in := range d.k.deletedByOthers(now) {
 		if err := d.publishDecision(ctx, in); err != nil {
 			return err
 		}
@@ -160,28 +160,25 @@ func (d *decider) logDecision(a action, log zerolog.Logger) {
 	log.Info().Str("intent", a.Intent.GetIntentId()).Str("why", a.Intent.GetWhy()).Msg(a.Why)
 }
 
-// annotateEmpty sets (or, with "", removes) the node's emptiness timestamp, unless another
-// replica changed the node first. It reports whether it wrote.
+// annotateEmpty sets (or, with "", removes) the node's emptiness timestamp, unless it already is
+// as asked (another replica may have set its own first). It reports whether it wrote.
 func (d *decider) annotateEmpty(ctx context.Context, node, value string) bool {
-	var n corev1.Node
-	if err := d.k.direct.Get(ctx, client.ObjectKey{Name: node}, &n); err != nil {
-		return false
-	}
-	if cur := n.Annotations[emptinessAnnotation]; (cur == "") == (value == "") {
-		return false // already as asked, or another replica set its own timestamp
-	}
-	before := n.DeepCopy()
-	if value == "" {
-		delete(n.Annotations, emptinessAnnotation)
-	} else {
+	wrote, err := d.k.nodes.modify(ctx, node, func(n *corev1.Node) bool {
+		if cur := n.Annotations[emptinessAnnotation]; (cur == "") == (value == "") {
+			return false // already as asked, or another replica set its own timestamp
+		}
+		if value == "" {
+			delete(n.Annotations, emptinessAnnotation)
+			return true
+		}
 		if n.Annotations == nil {
 			n.Annotations = map[string]string{}
 		}
 		n.Annotations[emptinessAnnotation] = value
-	}
-	err := d.k.direct.Patch(ctx, &n, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		return true
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
 		d.log.Warn().Err(err).Str("node", node).Msg("updating emptiness timestamp")
 	}
-	return err == nil
+	return wrote
 }

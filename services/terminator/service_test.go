@@ -1,0 +1,248 @@
+package main
+
+import (
+	"regexp"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	interruptionv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/interruption/v1"
+	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
+	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
+	"github.com/fleetwright/fleetwright/tools/awsemu"
+)
+
+const (
+	interruptionsConsumer = "terminator-interruptions"
+	wait, tick            = 60 * time.Second, 100 * time.Millisecond
+)
+
+func newEvent() *interruptionv1.InterruptionEvent { return &interruptionv1.InterruptionEvent{} }
+func newIntent() *terminationv1.TerminationIntent { return &terminationv1.TerminationIntent{} }
+func newResult() *terminationv1.TerminationResult { return &terminationv1.TerminationResult{} }
+func newNodeEvent() *nodesv1.NodeEvent            { return &nodesv1.NodeEvent{} }
+func intentsSubject() string                      { return prefix.Of(subject.TerminationsIntents) }
+
+// intents returns every TerminationIntent on the bus.
+func (e *env) intents() []*terminationv1.TerminationIntent {
+	in, _ := stored(e, intentsSubject(), newIntent)
+	return in
+}
+
+// eventFor waits for the InterruptionEvent about an instance and returns it with its sequence.
+func (e *env) eventFor(id string) (*interruptionv1.InterruptionEvent, uint64) {
+	e.t.Helper()
+	var ev *interruptionv1.InterruptionEvent
+	var seq uint64
+	require.Eventually(e.t, func() bool {
+		evs, seqs := stored(e, prefix.AllInterruptions(), newEvent)
+		for i, x := range evs {
+			if x.GetInstanceId() == id {
+				ev, seq = x, seqs[i]
+				return true
+			}
+		}
+		return false
+	}, wait, tick, "an InterruptionEvent for %s on the bus", id)
+	return ev, seq
+}
+
+// queueDrained waits until the interruption queue holds no message, visible or in flight.
+func (e *env) queueDrained() {
+	e.t.Helper()
+	url, err := e.sqs.GetQueueUrl(e.ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-cluster")})
+	require.NoError(e.t, err)
+	require.Eventually(e.t, func() bool {
+		out, err := e.sqs.GetQueueAttributes(e.ctx, &sqs.GetQueueAttributesInput{QueueUrl: url.QueueUrl,
+			AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
+		require.NoError(e.t, err)
+		return out.Attributes["ApproximateNumberOfMessages"] == "0" && out.Attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+	}, wait, tick, "the interruption queue is emptied")
+	assert.True(e.t, slices.ContainsFunc(e.emu.Calls(), func(c awsemu.Call) bool { return c.Action == "DeleteMessage" && c.ErrorCode == "" }),
+		"the terminator deleted the message")
+}
+
+// A spot interruption warning for a known instance becomes an InterruptionEvent, its SQS
+// message is deleted, and the interruptions consumer (not the poller) publishes the
+// TerminationIntent for the instance's NodeClaim.
+func TestSpotInterruptionBecomesIntent(t *testing.T) {
+	e := newEnv(t, 101)
+	inst := e.launch(ec2types.DefaultTargetCapacityTypeSpot)
+	nc := e.claim("spot-a", inst, "")
+	e.run()
+	require.NoError(t, e.emu.Interrupt(awsemu.Interruption{Kind: awsemu.KindSpotInterruption, InstanceID: inst.ID, Notice: -1}))
+
+	ev, seq := e.eventFor(inst.ID)
+	assert.Equal(t, commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, ev.GetKind())
+	assert.Equal(t, "spot-a", ev.GetNodeClaimName(), "the poller resolved the instance's NodeClaim")
+	e.queueDrained()
+	require.Eventually(t, func() bool { return e.consumed(prefix.AllInterruptions(), interruptionsConsumer, seq) }, wait, tick,
+		"the interruptions consumer handled the event")
+
+	var in *terminationv1.TerminationIntent
+	require.Eventually(t, func() bool {
+		for _, x := range e.intents() {
+			if x.GetIntentId() == string(nc.UID)+"/interrupted" {
+				in = x
+				return true
+			}
+		}
+		return false
+	}, wait, tick, "a TerminationIntent for the NodeClaim")
+	assert.Equal(t, commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED, in.GetReason())
+	assert.Equal(t, "spot-a", in.GetNodeClaimName())
+	assert.Equal(t, inst.ID, in.GetInstanceId())
+	assert.Equal(t, ev.GetEventId(), in.GetInterruptionEventId())
+	assert.Contains(t, in.GetWhy(), "EC2 Spot Instance Interruption Warning")
+}
+
+// A rebalance recommendation is recorded on the bus, its message deleted, and no intent
+// follows; a malformed message before it is counted and deleted, and the poller goes on.
+func TestRebalanceRecordedAndMalformedSkipped(t *testing.T) {
+	e := newEnv(t, 102)
+	inst := e.launch(ec2types.DefaultTargetCapacityTypeSpot)
+	e.claim("rebalance-a", inst, "")
+	e.run()
+	url, err := e.sqs.GetQueueUrl(e.ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-cluster")})
+	require.NoError(t, err)
+	_, err = e.sqs.SendMessage(e.ctx, &sqs.SendMessageInput{QueueUrl: url.QueueUrl, MessageBody: aws.String(`{"version":"0","detail-type":`)})
+	require.NoError(t, err)
+	require.NoError(t, e.emu.Interrupt(awsemu.Interruption{Kind: awsemu.KindRebalance, InstanceID: inst.ID}))
+
+	ev, seq := e.eventFor(inst.ID)
+	assert.Equal(t, commonv1.InterruptionKind_INTERRUPTION_KIND_REBALANCE_RECOMMENDATION, ev.GetKind())
+	assert.Equal(t, "rebalance-a", ev.GetNodeClaimName(), "the instance is a known node")
+	e.queueDrained()
+	require.Eventually(t, func() bool { return e.consumed(prefix.AllInterruptions(), interruptionsConsumer, seq) }, wait, tick,
+		"the interruptions consumer handled the event")
+	// The consumer publishes an intent before it acknowledges the event: none is coming.
+	assert.Empty(t, e.intents(), "a rebalance recommendation terminates nothing")
+	m := e.metrics()
+	assert.Regexp(t, regexp.MustCompile(`fleetwright_interruption_messages_total\{kind="malformed"\} 1\b`), m)
+	assert.Regexp(t, regexp.MustCompile(`fleetwright_interruption_messages_total\{kind="rebalance_recommendation"\} 1\b`), m)
+}
+
+// The interruptions consumer decides from the event alone, whoever published it: a state
+// change to running is recorded, one to stopping terminates the instance's NodeClaim.
+func TestStateChangeEventsDecidedByConsumer(t *testing.T) {
+	e := newEnv(t, 104)
+	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
+	nc := e.claim("state-a", inst, "")
+	e.run()
+	publish := func(id, state string) uint64 {
+		ev := &interruptionv1.InterruptionEvent{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE, InstanceId: inst.ID, EventId: id,
+			EventTime: timestamppb.New(epoch), Source: "aws.ec2", DetailType: "EC2 Instance State-change Notification", State: state}
+		ack, err := e.conn.PublishAck(e.ctx, prefix.Interruptions(subject.InterruptionStateChange), ev, id+"/"+inst.ID)
+		require.NoError(t, err)
+		return ack.Sequence
+	}
+
+	seq := publish("ev-running", "running")
+	require.Eventually(t, func() bool { return e.consumed(prefix.AllInterruptions(), interruptionsConsumer, seq) }, wait, tick,
+		"the interruptions consumer handled the event")
+	assert.Empty(t, e.intents(), "an instance that keeps running is not drained")
+
+	publish("ev-stopping", "stopping")
+	require.Eventually(t, func() bool { return len(e.intents()) > 0 }, wait, tick, "a TerminationIntent for the stopping instance")
+	in := e.intents()[0]
+	assert.Equal(t, string(nc.UID)+"/interrupted", in.GetIntentId())
+	assert.Equal(t, commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED, in.GetReason())
+	assert.Equal(t, "ev-stopping", in.GetInterruptionEventId())
+	assert.Contains(t, in.GetWhy(), "(stopping)")
+}
+
+// The executor, given an intent for a NodeClaim with a node and pods, cordons and taints the
+// node, evicts the pods, terminates the instance and lets Node and NodeClaim go.
+func TestExecutorTerminatesClaimWithNode(t *testing.T) {
+	e := newEnv(t, 103)
+	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: inst.PrivateDNS, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels: map[string]string{karpv1.NodePoolLabelKey: "default"}, Finalizers: []string{karpv1.TerminationFinalizer}},
+		Spec: corev1.NodeSpec{ProviderID: providerID(inst)},
+	}
+	_, err := e.kube.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { e.remove(e.dyn.Resource(corev1.SchemeGroupVersion.WithResource("nodes")), node.Name) })
+	nc := e.claim("exec-a", inst, node.Name)
+	for _, name := range []string{"app-1", "app-2"} {
+		_, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.PodSpec{NodeName: node.Name, TerminationGracePeriodSeconds: ptr.To[int64](0),
+				Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	e.run()
+	// Watch the node from here, to see every version of it the terminator writes.
+	w, err := e.kube.CoreV1().Nodes().Watch(e.ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node.Name, ResourceVersion: "0"})
+	require.NoError(t, err)
+	tainted := make(chan bool, 1)
+	go func() {
+		seen := false
+		for ev := range w.ResultChan() {
+			if n, ok := ev.Object.(*corev1.Node); ok && hasDisruptedTaint(n) {
+				seen = true
+			}
+		}
+		tainted <- seen
+	}()
+
+	in := &terminationv1.TerminationIntent{IntentId: string(nc.UID) + "/expired", NodeClaimName: nc.Name, NodeName: node.Name,
+		InstanceId: inst.ID, ProviderId: providerID(inst), NodePoolName: "default", Reason: commonv1.TerminationReason_TERMINATION_REASON_EXPIRED,
+		RequestTime: timestamppb.New(epoch), Why: "test"}
+	require.NoError(t, e.conn.Publish(e.ctx, intentsSubject(), in, in.GetIntentId()))
+
+	var res *terminationv1.TerminationResult
+	require.Eventually(t, func() bool {
+		rs, _ := stored(e, prefix.Of(subject.TerminationsResults), newResult)
+		for _, r := range rs {
+			if r.GetIntentId() == in.GetIntentId() {
+				res = r
+				return true
+			}
+		}
+		return false
+	}, wait, tick, "a TerminationResult for the intent")
+	assert.Equal(t, terminationv1.TerminationOutcome_TERMINATION_OUTCOME_TERMINATED, res.GetOutcome(), res.GetError())
+	assert.EqualValues(t, 2, res.GetPodsEvicted(), "both pods went through the Eviction API")
+	assert.Equal(t, inst.ID, res.GetInstanceId())
+	w.Stop()
+	assert.True(t, <-tainted, "the node was tainted %s", karpv1.DisruptedTaintKey)
+
+	evs, _ := stored(e, prefix.Of(subject.NodesEvents), newNodeEvent)
+	var kinds []nodesv1.NodeEventKind
+	for _, ev := range evs {
+		if ev.GetNodeName() == node.Name {
+			kinds = append(kinds, ev.GetKind())
+		}
+	}
+	assert.Equal(t, []nodesv1.NodeEventKind{nodesv1.NodeEventKind_NODE_EVENT_KIND_CORDONED, nodesv1.NodeEventKind_NODE_EVENT_KIND_DRAINED,
+		nodesv1.NodeEventKind_NODE_EVENT_KIND_DELETED}, kinds, "cordoned (tainted), drained, deleted, in that order")
+
+	assert.Contains(t, []string{"shutting-down", "terminated"}, e.instance(inst.ID).State)
+	assert.True(t, slices.ContainsFunc(e.emu.Calls(), func(c awsemu.Call) bool { return c.Action == "TerminateInstances" && c.ErrorCode == "" }))
+	pods, err := e.kube.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, pods.Items, "the pods were evicted")
+	_, err = e.kube.CoreV1().Nodes().Get(e.ctx, node.Name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the node is gone: its finalizer was removed (%v)", err)
+	_, err = e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, nc.Name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the nodeclaim is gone: its finalizer was removed (%v)", err)
+}
