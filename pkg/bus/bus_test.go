@@ -308,6 +308,30 @@ func TestUnackedMessageIsRedeliveredAfterConsumerDies(t *testing.T) {
 	assert.GreaterOrEqual(t, d.Attempt, uint64(2), "it is a redelivery")
 }
 
+// A consumer added to a running system with Recent starts at recent messages, not the whole
+// stream; once created, it keeps its place when it is ensured again.
+func TestRecentConsumerSkipsOldMessages(t *testing.T) {
+	e := newEnv(t)
+	c := e.connect(t, "terminator")
+	subj := e.prefix.Of(subject.TerminationsIntents)
+	ctx := context.Background()
+	require.NoError(t, c.Publish(ctx, subj, str("stored before the consumer"), "old"))
+	spec := bus.ConsumerSpec{Durable: "late", Subject: subj, Recent: time.Nanosecond}
+	_, err := c.EnsureConsumer(ctx, spec)
+	require.NoError(t, err)
+	require.NoError(t, c.Publish(ctx, subj, str("after"), "new"))
+
+	var got received[string]
+	runConsumer(t, func(ctx context.Context) error {
+		return bus.Consume(ctx, c, spec, func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
+			got.add(m.GetValue())
+			return nil
+		})
+	})
+	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)
+	assert.Equal(t, []string{"after"}, got.snapshot(), "only what came after its creation")
+}
+
 func TestDuplicateMsgIDIsDropped(t *testing.T) {
 	e := newEnv(t)
 	c := e.connect(t, "dedup")

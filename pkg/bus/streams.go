@@ -96,6 +96,11 @@ type ConsumerSpec struct {
 	// FetchWait is how long one fetch waits for messages, which bounds how
 	// quickly a stop is noticed; zero means 1s.
 	FetchWait time.Duration
+	// Recent, when positive, makes a consumer created now start with the
+	// messages of the last Recent rather than the whole stream: a consumer
+	// added to a running system does not act on a day of old messages. An
+	// existing consumer keeps where it is.
+	Recent time.Duration
 }
 
 var defaultNakDelays = []time.Duration{time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second}
@@ -161,6 +166,16 @@ func (c *Conn) EnsureConsumer(ctx context.Context, spec ConsumerSpec) (jetstream
 		MaxDeliver:    spec.MaxDeliver,
 		BackOff:       spec.BackOff,
 		MaxAckPending: spec.MaxAckPending,
+	}
+	if spec.Recent > 0 {
+		// The start is fixed when the consumer is created and cannot change after.
+		if cur, err := c.js.Consumer(ctx, stream, spec.Durable); err == nil {
+			info := cur.CachedInfo()
+			cfg.DeliverPolicy, cfg.OptStartTime = info.Config.DeliverPolicy, info.Config.OptStartTime
+		} else {
+			since := time.Now().Add(-spec.Recent)
+			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+		}
 	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/rs/zerolog"
 	appsv1 "k8s.io/api/apps/v1"
@@ -71,6 +72,7 @@ type Cache struct {
 	log       zerolog.Logger
 	factories []interface{ Start(<-chan struct{}) }
 	synced    []cache.InformerSynced
+	warned    sync.Map // what was logged, by subject, with the resource version it was about
 }
 
 // Index names.
@@ -123,24 +125,30 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, want Want, log zerolo
 		c.NodeClaims = add(df.ForResource(NodeClaims).Informer(), Typed[karpv1.NodeClaim]())
 		errs = append(errs, c.NodeClaims.AddIndexers(cache.Indexers{byInstance: claimByInstance}))
 	}
-	if want.Pools || want.NodeClasses {
-		legacy, err := served(kube, Provisioners, NodeTemplates)
-		if err != nil {
-			return nil, err
-		}
-		c.Legacy = legacy
+	// The v1alpha5 generation is optional, each of its kinds on its own: a kind whose CRD is
+	// not installed has nothing to translate.
+	legacy := func(gvr schema.GroupVersionResource) (bool, error) {
+		ok, err := served(kube, gvr)
+		c.Legacy = c.Legacy || ok
+		return ok, err
 	}
 	if want.Pools {
 		c.NodePools = add(df.ForResource(NodePools).Informer(), Typed[karpv1.NodePool]())
-		if c.Legacy {
+		if ok, err := legacy(Provisioners); err != nil {
+			return nil, err
+		} else if ok {
 			c.Provisioners = add(df.ForResource(Provisioners).Informer(), Typed[v1alpha5.Provisioner]())
+		}
+	}
+	if want.NodeClasses || want.Pools && c.Provisioners != nil {
+		if ok, err := legacy(NodeTemplates); err != nil {
+			return nil, err
+		} else if ok {
+			c.Templates = add(df.ForResource(NodeTemplates).Informer(), Typed[v1alpha1.AWSNodeTemplate]())
 		}
 	}
 	if want.NodeClasses {
 		c.NodeClasses = add(df.ForResource(NodeClasses).Informer(), Typed[ec2v1.EC2NodeClass]())
-		if c.Legacy {
-			c.Templates = add(df.ForResource(NodeTemplates).Informer(), Typed[v1alpha1.AWSNodeTemplate]())
-		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("setting up informers: %w", err)
@@ -268,7 +276,17 @@ func (c *Cache) NominationClaim(name string) (podproj.Claim, bool) {
 
 func (c *Cache) undecodable(kind string) func(string, error) {
 	return func(name string, err error) {
-		c.log.Warn().Err(err).Str(kind, name).Msgf("skipping %s that does not decode", kind)
+		c.once(kind+"/"+name+"/undecodable", err.Error(), func() {
+			c.log.Warn().Err(err).Str(kind, name).Msgf("skipping %s that does not decode", kind)
+		})
+	}
+}
+
+// once runs log the first time it is called for subject with this version (of the object it is
+// about), so a read model asked for every couple of seconds does not repeat a warning.
+func (c *Cache) once(subject, version string, log func()) {
+	if prev, loaded := c.warned.Swap(subject, version); !loaded || prev != version {
+		log()
 	}
 }
 

@@ -23,16 +23,15 @@ type Pool struct {
 	Kubelet *ec2v1.KubeletConfiguration
 }
 
-// Pools returns the pools that are not being deleted. A Provisioner that does not translate, or
-// whose name a NodePool already uses, is skipped and logged.
+// Pools returns the pools, those being deleted included (DeletionTimestamp says which: the
+// scheduler plans no new capacity on them, the terminator still applies their policies). A
+// Provisioner that does not translate, or whose name a NodePool already uses, is skipped and
+// logged once per change of it.
 func (c *Cache) Pools() []Pool {
 	var out []Pool
 	taken := map[string]bool{}
 	for _, np := range List[karpv1.NodePool](c.NodePools, c.undecodable("nodepool")) {
 		taken[np.Name] = true
-		if np.DeletionTimestamp != nil {
-			continue
-		}
 		p := Pool{NodePool: np, UID: np.UID}
 		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil && c.NodeClasses != nil {
 			if nc, ok := Get[ec2v1.EC2NodeClass](c.NodeClasses, ref.Name); ok {
@@ -45,27 +44,33 @@ func (c *Cache) Pools() []Pool {
 		return out
 	}
 	for _, prov := range List[v1alpha5.Provisioner](c.Provisioners, c.undecodable("provisioner")) {
-		if prov.DeletionTimestamp != nil {
-			continue
+		warn := func(msg string, err error, fields ...string) {
+			c.once("provisioner/"+prov.Name+"/"+msg, prov.ResourceVersion, func() {
+				e := c.log.Warn().Err(err).Str("provisioner", prov.Name)
+				for i := 0; i+1 < len(fields); i += 2 {
+					e = e.Str(fields[i], fields[i+1])
+				}
+				e.Msg(msg)
+			})
 		}
-		log := c.log.Warn().Str("provisioner", prov.Name)
 		if taken[prov.Name] {
-			log.Msg("skipping provisioner: a nodepool of the same name exists")
+			warn("skipping provisioner: a nodepool of the same name exists", nil)
 			continue
 		}
 		np, err := translate.NodePool(prov)
 		if err != nil {
-			log.Err(err).Msg("skipping provisioner that does not translate")
+			warn("skipping provisioner that does not translate", err)
 			continue
 		}
+		np.DeletionTimestamp = prov.DeletionTimestamp
 		if ref := prov.Spec.ProviderRef; ref != nil && c.Templates != nil {
 			if _, ok := Get[v1alpha1.AWSNodeTemplate](c.Templates, ref.Name); !ok {
-				log.Str("awsnodetemplate", ref.Name).Msg("provisioner refers to an awsnodetemplate that does not exist")
+				warn("provisioner refers to an awsnodetemplate that does not exist", nil, "awsnodetemplate", ref.Name)
 			}
 		}
 		kubelet, err := translate.KubeletOf(np)
 		if err != nil {
-			log.Err(err).Msg("ignoring unreadable kubelet settings")
+			warn("ignoring unreadable kubelet settings", err)
 		}
 		out = append(out, Pool{NodePool: np, UID: prov.UID, Legacy: true, Kubelet: kubelet})
 	}

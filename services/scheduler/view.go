@@ -12,6 +12,9 @@ func (s *scheduler) read() (view, error) {
 	}
 	v := view{types: types, byName: byName, nodes: s.cluster.AllNodes(), daemonSets: s.cluster.AllDaemonSets()}
 	for _, p := range s.cluster.Pools() {
+		if p.DeletionTimestamp != nil {
+			continue // no new capacity from a pool on its way out
+		}
 		v.pools = append(v.pools, poolView{core: corePool(p.NodePool), legacy: p.Legacy, uid: p.UID, spec: p.Spec.Template.Spec,
 			annotations: p.Spec.Template.ObjectMeta.Annotations, kubelet: kubeletConfig(p.Kubelet)})
 	}

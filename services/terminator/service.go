@@ -62,7 +62,9 @@ func run(ctx context.Context, args []string) error {
 		g.Go(func() error { return p.run(gctx) })
 		g.Go(func() error {
 			return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{Durable: "terminator-interruptions", Subject: rt.Bus.Prefix().AllInterruptions(),
-				MaxDeliver: -1, NakDelays: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second}}, p.handleEvent)
+				MaxDeliver: -1, NakDelays: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second},
+				Recent: 2 * time.Minute, // a first rollout does not act on a day of stored warnings
+			}, p.handleEvent)
 		})
 	}
 	for i := 0; i < cfg.Workers; i++ {
