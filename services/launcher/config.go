@@ -19,10 +19,7 @@ type config struct {
 	Workers                int
 	CatalogRefresh         time.Duration
 	ResolverTTL            time.Duration
-	RegistrationTTL        time.Duration
 	UnavailableTTL         time.Duration
-	GCInterval             time.Duration
-	GCGrace                time.Duration
 	SpotPriceModelled      bool
 	DefaultInstanceProfile string
 }
@@ -40,10 +37,7 @@ func parseConfig(args []string) (config, error) {
 	fs.IntVar(&c.Workers, "workers", service.EnvInt("LAUNCH_WORKERS", 4), "launches in flight per replica (env LAUNCH_WORKERS)")
 	fs.DurationVar(&c.CatalogRefresh, "catalog-refresh", service.EnvDuration("CATALOG_REFRESH", 5*time.Minute), "how often to republish the instance catalog (env CATALOG_REFRESH)")
 	fs.DurationVar(&c.ResolverTTL, "resolver-ttl", service.EnvDuration("RESOLVER_TTL", time.Minute), "cache time for subnets, security groups, AMIs and launch templates (env RESOLVER_TTL)")
-	fs.DurationVar(&c.RegistrationTTL, "registration-ttl", service.EnvDuration("REGISTRATION_TTL", 15*time.Minute), "terminate an instance whose node has not registered by then (env REGISTRATION_TTL)")
 	fs.DurationVar(&c.UnavailableTTL, "unavailable-ttl", service.EnvDuration("UNAVAILABLE_TTL", 3*time.Minute), "how long an offering out of capacity is avoided (env UNAVAILABLE_TTL)")
-	fs.DurationVar(&c.GCInterval, "gc-interval", service.EnvDuration("GC_INTERVAL", time.Minute), "how often to look for instances no NodeClaim owns (env GC_INTERVAL)")
-	fs.DurationVar(&c.GCGrace, "gc-grace", service.EnvDuration("GC_GRACE", 2*time.Minute), "an instance younger than this is never garbage-collected (env GC_GRACE)")
 	fs.BoolVar(&c.SpotPriceModelled, "spot-price-modelled", service.Env("SPOT_PRICE_MODELLED", "") == "true", "mark spot prices as modelled in the catalog (the AWS emulator's are) (env SPOT_PRICE_MODELLED)")
 	fs.StringVar(&c.DefaultInstanceProfile, "default-instance-profile", service.Env("DEFAULT_INSTANCE_PROFILE", "KarpenterNodeInstanceProfile-"+service.Env("CLUSTER_NAME", "demo-cluster")),
 		"instance profile for v1alpha1 AWSNodeTemplates that name none, as aws.defaultInstanceProfile did (env DEFAULT_INSTANCE_PROFILE)")

@@ -36,7 +36,6 @@ type claimState struct {
 	Registered    bool
 	Initialized   bool
 	Created       time.Time
-	LaunchTime    time.Time         // when Launched became true; zero before
 	Labels        map[string]string // labels the claim asks its node to carry
 	StartupTaints []*commonv1.Taint
 }

@@ -86,9 +86,6 @@ func stateOf(nc *karpv1.NodeClaim) claimState {
 		Registered: nc.IsTrue(karpv1.ConditionTypeRegistered), Initialized: nc.IsTrue(karpv1.ConditionTypeInitialized),
 		Labels: map[string]string{},
 	}
-	if c := nc.Condition(karpv1.ConditionTypeLaunched); c != nil && c.Status == metav1.ConditionTrue {
-		s.LaunchTime = c.LastTransitionTime.Time
-	}
 	for k, v := range nc.Labels {
 		s.Labels[k] = v
 	}

@@ -49,11 +49,9 @@ type env struct {
 	results jetstream.Consumer
 }
 
-func start(t *testing.T) *env { return startWith(t, true) }
-
-// startWith starts the launcher; register=false gives an emulator whose instances never
-// register a Node, and extra flags are passed to the launcher.
-func startWith(t *testing.T, register bool, extra ...string) *env {
+// start starts the launcher against the shared control plane, an emulator whose instances
+// register their Nodes, and a NATS server of its own.
+func start(t *testing.T) *env {
 	t.Helper()
 	c := e2e.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -65,12 +63,10 @@ func startWith(t *testing.T, register bool, extra ...string) *env {
 	seed := fnv.New64a()
 	_, _ = seed.Write([]byte(t.Name()))
 	cfg := awsemu.Config{ClusterName: "demo-cluster", BootDelay: time.Millisecond, Seed: int64(seed.Sum64() >> 1)}
-	if register {
-		reg, err := awsemu.NewRegistrarFromKubeconfig(c.Kubeconfig)
-		require.NoError(t, err)
-		go reg.Run(ctx)
-		cfg.Registrar = reg
-	}
+	reg, err := awsemu.NewRegistrarFromKubeconfig(c.Kubeconfig)
+	require.NoError(t, err)
+	go reg.Run(ctx)
+	cfg.Registrar = reg
 	emu, err := awsemu.New(cfg)
 	require.NoError(t, err)
 	go emu.Run(ctx)
@@ -88,8 +84,8 @@ func startWith(t *testing.T, register bool, extra ...string) *env {
 	lctx, stop := context.WithCancel(ctx)
 	go func() {
 		args := []string{"--nats-url", nsrv.ClientURL(), "--kubeconfig", c.Kubeconfig, "--admin-addr", "127.0.0.1:0",
-			"--cluster-name", "demo-cluster", "--unavailable-ttl", "3m", "--gc-grace", "1h"}
-		done <- run(lctx, append(args, extra...))
+			"--cluster-name", "demo-cluster", "--unavailable-ttl", "3m"}
+		done <- run(lctx, args)
 	}()
 	t.Cleanup(func() { stop(); assert.NoError(t, <-done) })
 
@@ -390,28 +386,6 @@ func TestLaunchFromAWSNodeTemplate(t *testing.T) {
 	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: nc.Status.NodeName}, &node))
 	assert.Equal(t, "a", node.Labels["team"])
 	assert.Equal(t, "m5.large", node.Labels[karpv1.LabelInstanceType])
-}
-
-// An instance whose node never registers is terminated after the registration TTL and its
-// NodeClaim deleted; an instance whose NodeClaim is deleted is garbage-collected.
-func TestRegistrationTimeoutAndOrphans(t *testing.T) {
-	e := startWith(t, false, "--registration-ttl", "3s", "--gc-grace", "1s", "--gc-interval", "1s")
-	intent := e.claim("default-noreg1", "m5.large")
-	e.publish(intent, intent.NodeClaimName)
-	require.Eventually(t, func() bool { return len(e.instancesFor("default-noreg1")) == 1 }, 30*time.Second, 100*time.Millisecond)
-	require.Eventually(t, func() bool {
-		return e.nodeClaim("default-noreg1") == nil && e.instancesFor("default-noreg1")[0].State != "running"
-	}, 60*time.Second, 200*time.Millisecond, "the claim is deleted and its instance terminated after the registration TTL")
-
-	// A claim deleted by hand leaves an instance no NodeClaim owns: the GC terminates it.
-	orphan := e.claim("default-orphan1", "m5.large")
-	e.publish(orphan, orphan.NodeClaimName)
-	require.Eventually(t, func() bool { nc := e.nodeClaim("default-orphan1"); return nc != nil && nc.Status.ProviderID != "" }, 30*time.Second, 100*time.Millisecond)
-	require.NoError(t, e.kube.Delete(e.ctx, e.nodeClaim("default-orphan1")))
-	require.Eventually(t, func() bool {
-		insts := e.instancesFor("default-orphan1")
-		return len(insts) == 1 && insts[0].State != "running" && insts[0].State != "pending"
-	}, 60*time.Second, 200*time.Millisecond, "the orphaned instance is terminated")
 }
 
 // A node class Fleetwright cannot launch from — here an AMI family it writes no user data for —

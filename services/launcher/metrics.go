@@ -9,7 +9,6 @@ type metrics struct {
 	unavailable *prometheus.CounterVec
 	registered  *prometheus.CounterVec
 	initialized *prometheus.CounterVec
-	gc          *prometheus.CounterVec
 	catalog     *prometheus.CounterVec
 }
 
@@ -27,11 +26,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "NodeClaims whose node registered, by pool."}, []string{"nodepool"}),
 		initialized: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_nodeclaims_initialized_total",
 			Help: "NodeClaims whose node became ready and initialized, by pool."}, []string{"nodepool"}),
-		gc: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_launcher_garbage_collected_total",
-			Help: "Instances and claims cleaned up, by reason (orphaned, registration_timeout)."}, []string{"reason"}),
 		catalog: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_launcher_catalog_refreshes_total",
 			Help: "Catalog refreshes by outcome."}, []string{"outcome"}),
 	}
-	reg.MustRegister(m.launches, m.createFleet, m.fleetErrors, m.unavailable, m.registered, m.initialized, m.gc, m.catalog)
+	reg.MustRegister(m.launches, m.createFleet, m.fleetErrors, m.unavailable, m.registered, m.initialized, m.catalog)
 	return m
 }

@@ -29,18 +29,18 @@ type nodeState struct {
 // nodeStore reads and patches Nodes.
 type nodeStore interface {
 	List(ctx context.Context) ([]nodeState, error)
-	// Adopt labels the node for its claim and removes the given taints.
+	// Adopt labels the node for its claim, removes the given taints and finalizes it.
 	Adopt(ctx context.Context, name string, labels map[string]string, removeTaints []string) error
 }
 
-// registrar links Nodes to NodeClaims and garbage-collects what never joined.
+// registrar links Nodes to NodeClaims and marks them initialized. A node that never registers is
+// the terminator's (--registration-ttl there): the launcher launches, it never terminates.
 type registrar struct {
 	*launcher
 	nodes nodeStore
 }
 
-// reconcile makes one pass: link new nodes, mark initialized ones, time out claims whose node
-// never came, and terminate instances no NodeClaim owns.
+// reconcile makes one pass: link new nodes and mark initialized ones.
 func (r *registrar) reconcile(ctx context.Context) error {
 	claims, err := r.claims.List(ctx)
 	if err != nil {
@@ -63,8 +63,6 @@ func (r *registrar) reconcile(ctx context.Context) error {
 		log := r.log.With().Str("nodeclaim", c.Name).Str("nodepool", c.NodePool).Logger()
 		node, ok := byProvider[c.ProviderID]
 		switch {
-		case !ok && !c.Registered && !c.LaunchTime.IsZero() && r.now().Sub(c.LaunchTime) > r.cfg.RegistrationTTL:
-			r.timeOut(ctx, c, log)
 		case ok && !c.Registered:
 			if err := r.register(ctx, c, node, log); err != nil {
 				log.Warn().Err(err).Msg("registering node")
@@ -114,22 +112,6 @@ func (r *registrar) initialize(ctx context.Context, c claimState, n nodeState, l
 	log.Info().Str("node", n.Name).Msg("initialized nodeclaim")
 	r.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_INITIALIZED, c, n)
 	return nil
-}
-
-// timeOut terminates the instance of a claim whose node never registered, then deletes the
-// claim so its pods are scheduled again.
-func (r *registrar) timeOut(ctx context.Context, c claimState, log zerolog.Logger) {
-	id := ec2v1.InstanceID(c.ProviderID)
-	log.Warn().Str("instance", id).Dur("ttl", r.cfg.RegistrationTTL).Msg("node did not register in time; terminating its instance")
-	if err := terminate(ctx, r.api, id); err != nil {
-		log.Error().Err(err).Msg("terminating unregistered instance")
-		return
-	}
-	if err := r.claims.Delete(ctx, c.Name); err != nil {
-		log.Error().Err(err).Msg("deleting unregistered nodeclaim")
-		return
-	}
-	r.metrics.gc.WithLabelValues("registration_timeout").Inc()
 }
 
 func (r *registrar) event(ctx context.Context, kind nodesv1.NodeEventKind, c claimState, n nodeState) {

@@ -83,9 +83,6 @@ func run(ctx context.Context, args []string) error {
 		return service.Every(gctx, 2*time.Second, func() { logErr(l, reg.reconcile(gctx), "registering nodes") })
 	})
 	g.Go(func() error {
-		return service.Every(gctx, cfg.GCInterval, func() { logErr(l, reg.collectOrphans(gctx), "collecting orphaned instances") })
-	})
-	g.Go(func() error {
 		// Launching needs the instance facts of the published catalog: there at once when the
 		// bucket holds one, after the first refresh on a first start.
 		if err := l.types.Wait(gctx, rt.Log); err != nil {

@@ -17,9 +17,11 @@ type SQSAPI interface {
 	DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 }
 
-// EC2API is the slice of EC2 the executor uses; *ec2.Client satisfies it.
+// EC2API is the slice of EC2 the terminator uses — terminating, and finding what to terminate;
+// *ec2.Client satisfies it. The launcher's is the launching slice: neither does the other's work.
 type EC2API interface {
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 }
 
 // terminateInstance terminates one instance; one that no longer exists counts as done.

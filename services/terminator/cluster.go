@@ -41,12 +41,14 @@ type claimRef struct {
 
 // kube reads the cluster from the shared informer cache and writes straight to the API server.
 type kube struct {
+	registrationTTL time.Duration
+
 	cache  *clusterstate.Cache
 	nodes  writer[*corev1.Node]
 	claims writer[*unstructured.Unstructured]
 }
 
-func newKube(rt *service.Runtime) (*kube, error) {
+func newKube(rt *service.Runtime, registrationTTL time.Duration) (*kube, error) {
 	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
 	if err != nil {
 		return nil, fmt.Errorf("creating dynamic client: %w", err)
@@ -56,7 +58,7 @@ func newKube(rt *service.Runtime) (*kube, error) {
 		return nil, err
 	}
 	nodes, claims := rt.Kube.CoreV1().Nodes(), dyn.Resource(clusterstate.NodeClaims)
-	return &kube{cache: c, nodes: writer[*corev1.Node]{kind: "node", get: nodes.Get, update: nodes.Update, del: nodes.Delete},
+	return &kube{registrationTTL: registrationTTL, cache: c, nodes: writer[*corev1.Node]{kind: "node", get: nodes.Get, update: nodes.Update, del: nodes.Delete},
 		claims: writer[*unstructured.Unstructured]{kind: "nodeclaim",
 			get: func(ctx context.Context, name string, o metav1.GetOptions) (*unstructured.Unstructured, error) {
 				return claims.Get(ctx, name, o)
@@ -68,6 +70,15 @@ func newKube(rt *service.Runtime) (*kube, error) {
 				return claims.Delete(ctx, name, o)
 			},
 		}}, nil
+}
+
+// registerBy is when a launched claim's node must have registered; zero once it has.
+func registerBy(nc *karpv1.NodeClaim, ttl time.Duration) time.Time {
+	launched := nc.Condition(karpv1.ConditionTypeLaunched)
+	if nc.IsTrue(karpv1.ConditionTypeRegistered) || launched == nil || launched.Status != metav1.ConditionTrue {
+		return time.Time{}
+	}
+	return launched.LastTransitionTime.Add(ttl)
 }
 
 // refOf describes a NodeClaim.
@@ -128,6 +139,7 @@ func (k *kube) candidates() []candidate {
 			continue
 		}
 		c := candidate{claimRef: refOf(nc), Created: nc.CreationTimestamp.Time, Initialized: nc.IsTrue(karpv1.ConditionTypeInitialized),
+			RegisterBy: registerBy(nc, k.registrationTTL),
 			Disrupting: nc.DeletionTimestamp != nil, EmptyAfter: pols[poolOf(nc.Labels)], ExpireAfter: nc.Spec.ExpireAfter.Duration,
 			ClaimUnfinalized: nc.Status.NodeName != "" && nc.DeletionTimestamp == nil && !finalized(nc)}
 		if c.NodeName != "" {

@@ -17,6 +17,9 @@ type config struct {
 	Interval          time.Duration
 	IntentAckWait     time.Duration
 	SQSWait           time.Duration
+	RegistrationTTL   time.Duration
+	GCInterval        time.Duration
+	GCGrace           time.Duration
 }
 
 func parseConfig(args []string) (config, error) {
@@ -31,6 +34,11 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.Interval, "interval", service.EnvDuration("DECISION_INTERVAL", 2*time.Second), "how often emptiness, expiry and deletions are evaluated (env DECISION_INTERVAL)")
 	fs.DurationVar(&c.IntentAckWait, "intent-ack-wait", service.EnvDuration("INTENT_ACK_WAIT", 30*time.Second),
 		"one delivery of a termination intent works this long (a longer drain continues on redelivery); a crashed worker's intent is redelivered after it (env INTENT_ACK_WAIT)")
+	fs.DurationVar(&c.RegistrationTTL, "registration-ttl", service.EnvDuration("REGISTRATION_TTL", 15*time.Minute),
+		"terminate a launched instance whose node has not registered by then, and delete its NodeClaim (env REGISTRATION_TTL)")
+	fs.DurationVar(&c.GCInterval, "gc-interval", service.EnvDuration("GC_INTERVAL", time.Minute), "how often to look for instances no NodeClaim owns (env GC_INTERVAL)")
+	fs.DurationVar(&c.GCGrace, "gc-grace", service.EnvDuration("GC_GRACE", 2*time.Minute),
+		"an instance younger than this is never garbage-collected: its claim may be about to record it (env GC_GRACE)")
 	fs.DurationVar(&c.SQSWait, "sqs-wait", service.EnvDuration("SQS_WAIT", 20*time.Second), "SQS long-poll wait, at most 20s (env SQS_WAIT)")
 	if err := fs.Parse(args); err != nil {
 		return c, err

@@ -26,6 +26,7 @@ type candidate struct {
 	BlockedBy   string         // a karpenter.sh/do-not-disrupt pod or node, in words
 	EmptyAfter  *time.Duration // pool's ttlSecondsAfterEmpty / consolidateAfter; nil: never
 	ExpireAfter *time.Duration // claim's expireAfter; nil: never
+	RegisterBy  time.Time      // a launched claim's node must have registered by then; zero once it has
 	// The termination finalizer is missing from the registered claim or its node.
 	ClaimUnfinalized, NodeUnfinalized bool
 }
@@ -52,6 +53,10 @@ type action struct {
 func decide(cands []candidate, now time.Time) []action {
 	var out []action
 	for _, c := range cands {
+		if a, ok := liveness(c, now); ok {
+			out = append(out, a)
+			continue
+		}
 		if a, ok := expiry(c, now); ok {
 			out = append(out, a)
 			continue

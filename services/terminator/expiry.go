@@ -26,3 +26,15 @@ func expiry(c candidate, now time.Time) (action, bool) {
 	return action{Kind: terminate, Candidate: c, Intent: in,
 		Why: fmt.Sprintf("triggering termination for expired node after %s", karpv1.FormatDuration(ttl))}, true
 }
+
+// liveness decides to terminate a claim whose instance launched but whose node never registered
+// by its deadline (--registration-ttl after launch): the instance is terminated and the claim
+// deleted, so its pods are scheduled again. There is no node, so nothing can block it.
+func liveness(c candidate, now time.Time) (action, bool) {
+	if c.Disrupting || c.RegisterBy.IsZero() || now.Before(c.RegisterBy) {
+		return action{}, false
+	}
+	in := intentFor(c, commonv1.TerminationReason_TERMINATION_REASON_REGISTRATION_TIMEOUT, now, c.UID+"/registration-timeout",
+		"no node registered for the instance by "+c.RegisterBy.UTC().Format(time.RFC3339))
+	return action{Kind: terminate, Candidate: c, Intent: in, Why: "triggering termination for a node that never registered"}, true
+}

@@ -117,13 +117,13 @@ func newEnv(t *testing.T, seed int64) *env {
 
 // run starts the terminator in-process, until the test ends, and waits until it is ready: its
 // informers have listed what the test made before.
-func (e *env) run() {
+func (e *env) run(extra ...string) {
 	t := e.t
 	done := make(chan error, 1)
 	tctx, stop := context.WithCancel(e.ctx)
 	go func() {
-		done <- run(tctx, []string{"--nats-url", e.natsURL, "--kubeconfig", e.kubeconfig, "--admin-addr", e.admin,
-			"--cluster-name", "demo-cluster", "--sqs-wait", "1s", "--interval", "500ms", "--workers", "2"})
+		done <- run(tctx, append([]string{"--nats-url", e.natsURL, "--kubeconfig", e.kubeconfig, "--admin-addr", e.admin,
+			"--cluster-name", "demo-cluster", "--sqs-wait", "1s", "--interval", "500ms", "--workers", "2"}, extra...))
 	}()
 	t.Cleanup(func() { stop(); assert.NoError(t, <-done, "the terminator stops cleanly") })
 	require.Eventually(t, func() bool {
@@ -176,8 +176,9 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// launch starts one instance of the capacity type through CreateFleet and lets it boot.
-func (e *env) launch(capacity ec2types.DefaultTargetCapacityType) awsemu.InstanceInfo {
+// launch starts one instance of the capacity type through CreateFleet, with the tags, and lets
+// it boot.
+func (e *env) launch(capacity ec2types.DefaultTargetCapacityType, tags ...ec2types.Tag) awsemu.InstanceInfo {
 	e.t.Helper()
 	imgs, err := e.ec2.DescribeImages(e.ctx, &ec2.DescribeImagesInput{Owners: []string{"amazon"},
 		Filters: []ec2types.Filter{{Name: aws.String("name"), Values: []string{"amazon-eks-node-al2023-x86_64-standard-1.32-*"}}}})
@@ -186,7 +187,7 @@ func (e *env) launch(capacity ec2types.DefaultTargetCapacityType) awsemu.Instanc
 	subnets, err := e.ec2.DescribeSubnets(e.ctx, &ec2.DescribeSubnetsInput{})
 	require.NoError(e.t, err)
 	require.NotEmpty(e.t, subnets.Subnets)
-	lt := "lt-" + e.ns
+	lt := fmt.Sprintf("lt-%s-%d", e.ns, len(e.emu.Instances()))
 	_, err = e.ec2.CreateLaunchTemplate(e.ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String(lt),
 		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: imgs.Images[0].ImageId}})
 	require.NoError(e.t, err)
@@ -198,6 +199,7 @@ func (e *env) launch(capacity ec2types.DefaultTargetCapacityType) awsemu.Instanc
 				AvailabilityZone: subnets.Subnets[0].AvailabilityZone}},
 		}},
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{TotalTargetCapacity: aws.Int32(1), DefaultTargetCapacityType: capacity},
+		TagSpecifications:           []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags}},
 	})
 	require.NoError(e.t, err)
 	require.Len(e.t, out.Instances, 1)
@@ -306,4 +308,17 @@ func (e *env) metrics() string {
 	b, err := io.ReadAll(res.Body)
 	require.NoError(e.t, err)
 	return string(b)
+}
+
+// launchedAt records on the claim, as the launcher does, that its instance launched at t.
+func (e *env) launchedAt(nc *karpv1.NodeClaim, t time.Time) {
+	e.t.Helper()
+	res := e.dyn.Resource(clusterstate.NodeClaims)
+	u, err := res.Get(e.ctx, nc.Name, metav1.GetOptions{})
+	require.NoError(e.t, err)
+	cond := map[string]any{"type": karpv1.ConditionTypeLaunched, "status": "True", "reason": "Launched", "message": "test",
+		"lastTransitionTime": t.UTC().Format(time.RFC3339)}
+	require.NoError(e.t, unstructured.SetNestedSlice(u.Object, []any{cond}, "status", "conditions"))
+	_, err = res.UpdateStatus(e.ctx, u, metav1.UpdateOptions{})
+	require.NoError(e.t, err)
 }

@@ -9,6 +9,7 @@ type metrics struct {
 	evictions     *prometheus.CounterVec
 	interruptions *prometheus.CounterVec
 	decisions     *prometheus.CounterVec
+	orphans       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -26,6 +27,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_decisions_total",
 			Help: "Termination intents published, by reason."}, []string{"reason"}),
 	}
-	reg.MustRegister(m.terminated, m.outcomes, m.drain, m.evictions, m.interruptions, m.decisions)
+	m.orphans = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_terminator_orphans_terminated_total",
+		Help: "Instances tagged as this cluster's that no NodeClaim owned, terminated."})
+	reg.MustRegister(m.terminated, m.outcomes, m.drain, m.evictions, m.interruptions, m.decisions, m.orphans)
 	return m
 }

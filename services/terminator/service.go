@@ -35,7 +35,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("loading AWS configuration: %w", err)
 	}
-	k, err := newKube(rt)
+	k, err := newKube(rt, cfg.RegistrationTTL)
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	m := newMetrics(rt.Registry)
-	ex := &executor{k: k, cs: rt.Kube, ec2: ec2.NewFromConfig(awsCfg), bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now}
+	api := ec2.NewFromConfig(awsCfg)
+	gc := &orphans{ec2: api, cache: k.cache, cluster: cfg.ClusterName, grace: cfg.GCGrace, log: rt.Log, metrics: m, now: time.Now}
+	ex := &executor{k: k, cs: rt.Kube, ec2: api, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now}
 	d := &decider{k: k, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, blockedLogged: map[string]bool{}}
 
 	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("queue", cfg.InterruptionQueue).Int("workers", cfg.Workers).Bool("v1alpha5", k.cache.Legacy).Msg("terminating nodes")
@@ -53,6 +55,13 @@ func run(ctx context.Context, args []string) error {
 		return service.Every(gctx, cfg.Interval, func() {
 			if err := d.pass(gctx); err != nil && gctx.Err() == nil {
 				rt.Log.Warn().Err(err).Msg("deciding terminations")
+			}
+		})
+	})
+	g.Go(func() error {
+		return service.Every(gctx, cfg.GCInterval, func() {
+			if err := gc.collect(gctx); err != nil && gctx.Err() == nil {
+				rt.Log.Warn().Err(err).Msg("collecting orphaned instances")
 			}
 		})
 	})

@@ -246,3 +246,36 @@ func TestExecutorTerminatesClaimWithNode(t *testing.T) {
 	_, err = e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, nc.Name, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the nodeclaim is gone: its finalizer was removed (%v)", err)
 }
+
+// The terminator owns what never joined. A launched claim whose node has not registered by
+// --registration-ttl after launch has its instance terminated and is deleted, so its pods are
+// scheduled again; an instance tagged as the cluster's that no claim owns is terminated. A claim
+// launched a moment ago, and its instance, are left alone.
+func TestRegistrationTimeoutAndOrphans(t *testing.T) {
+	e := newEnv(t, 105)
+	owned := func(claim string) []ec2types.Tag {
+		return []ec2types.Tag{{Key: aws.String("kubernetes.io/cluster/demo-cluster"), Value: aws.String("owned")},
+			{Key: aws.String("karpenter.sh/nodeclaim"), Value: aws.String(claim)}}
+	}
+	late := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, owned("noreg-a")...)
+	e.launchedAt(e.claim("noreg-a", late, ""), time.Now().Add(-time.Hour))
+	fresh := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, owned("noreg-b")...)
+	e.launchedAt(e.claim("noreg-b", fresh, ""), time.Now())
+	orphan := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, owned("deleted-by-hand")...)
+	e.run("--registration-ttl", "15m", "--gc-interval", "200ms", "--gc-grace", "1m")
+
+	running := func(id string) bool { s := e.instance(id).State; return s == "running" || s == "pending" }
+	require.Eventually(t, func() bool {
+		_, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, "noreg-a", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && !running(late.ID)
+	}, wait, tick, "the claim that never registered is deleted and its instance terminated")
+	require.Eventually(t, func() bool { return !running(orphan.ID) }, wait, tick, "the instance no claim owns is terminated")
+	in := e.intents()
+	require.Len(t, in, 1, "one decision: the registration timeout")
+	assert.Equal(t, commonv1.TerminationReason_TERMINATION_REASON_REGISTRATION_TIMEOUT, in[0].GetReason())
+	assert.Equal(t, "noreg-a", in[0].GetNodeClaimName())
+	assert.True(t, running(fresh.ID), "a claim launched a moment ago keeps its instance")
+	_, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, "noreg-b", metav1.GetOptions{})
+	assert.NoError(t, err)
+	assert.Contains(t, e.metrics(), "fleetwright_terminator_orphans_terminated_total 1")
+}

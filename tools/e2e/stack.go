@@ -109,9 +109,10 @@ func (s *Stack) StartService(name string) *Service {
 	args := []string{"--kubeconfig", s.Cluster.Kubeconfig, "--nats-url", s.NATSURL, "--admin-addr", admin}
 	switch name {
 	case "launcher":
-		args = append(args, "--cluster-name", "demo-cluster", "--spot-price-modelled", "--gc-grace", "30s", "--gc-interval", "5s")
+		args = append(args, "--cluster-name", "demo-cluster", "--spot-price-modelled")
 	case "terminator":
-		args = append(args, "--cluster-name", "demo-cluster", "--interval", "1s", "--sqs-wait", "2s", "--intent-ack-wait", "15s")
+		args = append(args, "--cluster-name", "demo-cluster", "--interval", "1s", "--sqs-wait", "2s", "--intent-ack-wait", "15s",
+			"--gc-grace", "30s", "--gc-interval", "5s")
 	}
 	env := []string{"AWS_ENDPOINT_URL_EC2=" + s.EmuURL, "AWS_ENDPOINT_URL_SQS=" + s.EmuURL, "AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x", "AWS_EC2_METADATA_DISABLED=true",
