@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetwright/fleetwright/pkg/clock"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 )
 
@@ -65,7 +66,7 @@ func (e *executor) drain(ctx context.Context, node string, deadline, budget time
 		} else {
 			backoff = minBackoff
 		}
-		sleepCtx(ctx, wait)
+		clock.Sleep(ctx, wait)
 		if ctx.Err() != nil {
 			return false, nil
 		}

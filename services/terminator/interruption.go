@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/clock"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	interruptionv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/interruption/v1"
@@ -259,7 +260,7 @@ func (p *poller) run(ctx context.Context) error {
 			return nil
 		}
 		p.log.Warn().Err(err).Msg("interruption queue not reachable; retrying")
-		sleepCtx(ctx, 5*time.Second)
+		clock.Sleep(ctx, 5*time.Second)
 	}
 	p.log.Info().Str("queue", p.queueURL).Msg("polling interruption queue")
 	for ctx.Err() == nil {
@@ -270,7 +271,7 @@ func (p *poller) run(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() == nil {
 				p.log.Warn().Err(err).Msg("receiving interruption messages")
-				sleepCtx(ctx, 2*time.Second)
+				clock.Sleep(ctx, 2*time.Second)
 			}
 			continue
 		}
@@ -344,13 +345,4 @@ func (p *poller) handleEvent(ctx context.Context, ev *interruptionv1.Interruptio
 		l.Info().Str("node", c.NodeName).Str("nodeclaim", c.Name).Msg("initiating termination for interruption")
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
