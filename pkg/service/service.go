@@ -26,9 +26,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
@@ -97,7 +101,10 @@ type Runtime struct {
 	Bus        *bus.Conn
 	Kube       kubernetes.Interface
 	RESTConfig *rest.Config
+	// Events records Kubernetes Events as fleetwright-<name> (with Kube).
+	Events record.EventRecorder
 
+	events          record.EventBroadcaster
 	shutdownTracing func(context.Context) error
 }
 
@@ -139,6 +146,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		if rt.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 			return nil, fmt.Errorf("creating kubernetes client: %w", err)
 		}
+		rt.events = record.NewBroadcaster(record.WithContext(ctx))
+		rt.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: rt.Kube.CoreV1().Events("")})
+		rt.Events = rt.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "fleetwright-" + o.Name})
 	}
 	log := rt.Log
 	rt.Bus, err = bus.Connect(ctx, bus.Config{
@@ -156,8 +166,11 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	return rt, nil
 }
 
-// Close drains NATS, flushes traces and stops the admin port, in that order.
+// Close drains NATS, flushes events and traces and stops the admin port, in that order.
 func (rt *Runtime) Close(ctx context.Context) {
+	if rt.events != nil {
+		rt.events.Shutdown()
+	}
 	if rt.Bus != nil {
 		if err := rt.Bus.Close(); err != nil {
 			rt.Log.Warn().Err(err).Msg("draining nats")

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
@@ -106,6 +108,7 @@ type launcher struct {
 	claims      claimStore
 	classes     nodeClassStore
 	types       *catalogkv.Watcher // the catalog as published: the one source of instance facts
+	events      record.EventRecorder
 	resolver    *resolver
 	templates   *templates
 	unavailable *offerings.Unavailable
@@ -172,6 +175,8 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 		return fmt.Errorf("recording launch on nodeclaim: %w", err)
 	}
 	l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "launched").Inc()
+	l.events.Eventf(claimObject(claim.Name, claim.UID), corev1.EventTypeNormal, reasonLaunched, "Launched instance %s (%s, %s, %s)",
+		info.InstanceID, info.InstanceType, info.Zone, info.CapacityType)
 	log.Info().Str("instance", info.InstanceID).Str("instanceType", info.InstanceType).Str("zone", info.Zone).
 		Str("capacityType", info.CapacityType).Str("providerID", info.ProviderID).Msg("launched nodeclaim")
 	l.publishResult(ctx, &launchv1.LaunchResult{
@@ -358,6 +363,8 @@ func (l *launcher) fail(ctx context.Context, intent *launchv1.LaunchIntent, caus
 		reason = "NodeClassInvalid"
 	}
 	l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "failed").Inc()
+	l.events.Eventf(claimObject(intent.GetNodeClaimName(), intent.GetNodeClaimUid()), corev1.EventTypeWarning, failureReason(reason),
+		"Launch failed, the NodeClaim is deleted so its pods are scheduled again: %v", cause)
 	log.Error().Err(cause).Str("reason", reason).Msg("launching nodeclaim failed; deleting it so its pods are rescheduled")
 	if err := l.claims.Fail(ctx, intent.GetNodeClaimName(), reason, cause.Error()); err != nil && !errors.Is(err, errClaimNotFound) {
 		log.Error().Err(err).Msg("recording the failure on the nodeclaim failed")

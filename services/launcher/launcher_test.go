@@ -277,6 +277,14 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 	r := e.nextResult()
 	assert.Equal(t, launchv1.LaunchOutcome_LAUNCH_OUTCOME_LAUNCHED, r.Outcome)
 	assert.Equal(t, nc.Status.ProviderID, r.ProviderId)
+	require.Eventually(t, func() bool {
+		got := e.eventReasons("NodeClaim", "default-launch1")
+		return got["Launched"] && got["Registered"] && got["Initialized"]
+	}, 30*time.Second, 100*time.Millisecond, "kubectl describe nodeclaim shows its way to a node")
+	require.Eventually(t, func() bool {
+		got := e.eventReasons("Node", nc.Status.NodeName)
+		return got["Registered"] && got["Initialized"]
+	}, 30*time.Second, 100*time.Millisecond, "and the node's")
 
 	// The same intent again (a redelivery, another replica): nothing new is launched.
 	e.publish(intent, intent.NodeClaimName+"-again")
@@ -412,4 +420,21 @@ func TestInvalidNodeClassFailsTheClaimWithItsReason(t *testing.T) {
 	require.Eventually(t, func() bool { return e.nodeClaim("default-win1") == nil }, 30*time.Second, 100*time.Millisecond,
 		"the claim is deleted so its pods are scheduled again")
 	assert.Empty(t, e.instancesFor("default-win1"), "nothing was launched")
+	require.Eventually(t, func() bool { return e.eventReasons("NodeClaim", "default-win1")["NodeClassNotReady"] }, 30*time.Second, 100*time.Millisecond,
+		"the claim's events say why it failed")
+}
+
+// eventReasons returns the reasons of the launcher's events on an object.
+func (e *env) eventReasons(kind, name string) map[string]bool {
+	var list corev1.EventList
+	out := map[string]bool{}
+	if err := e.kube.List(e.ctx, &list, client.InNamespace("default"), client.MatchingFields{"involvedObject.name": name}); err != nil {
+		return out
+	}
+	for _, ev := range list.Items {
+		if ev.InvolvedObject.Kind == kind && ev.Source.Component == "fleetwright-launcher" {
+			out[ev.Reason] = true
+		}
+	}
+	return out
 }

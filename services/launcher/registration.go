@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -88,6 +89,8 @@ func (r *registrar) register(ctx context.Context, c claimState, n nodeState, log
 		return err
 	}
 	r.metrics.registered.WithLabelValues(c.NodePool).Inc()
+	r.events.Eventf(claimObject(c.Name, c.UID), corev1.EventTypeNormal, reasonRegistered, "Registered node %s", n.Name)
+	r.events.Eventf(nodeObject(n.Name), corev1.EventTypeNormal, reasonRegistered, "Registered for NodeClaim %s", c.Name)
 	log.Info().Str("node", n.Name).Str("providerID", c.ProviderID).Msg("registered nodeclaim")
 	r.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_REGISTERED, c, n)
 	return nil
@@ -109,6 +112,8 @@ func (r *registrar) initialize(ctx context.Context, c claimState, n nodeState, l
 		return err
 	}
 	r.metrics.initialized.WithLabelValues(c.NodePool).Inc()
+	r.events.Eventf(claimObject(c.Name, c.UID), corev1.EventTypeNormal, reasonInitialized, "Node %s is ready and initialized", n.Name)
+	r.events.Eventf(nodeObject(n.Name), corev1.EventTypeNormal, reasonInitialized, "Ready and initialized for NodeClaim %s", c.Name)
 	log.Info().Str("node", n.Name).Msg("initialized nodeclaim")
 	r.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_INITIALIZED, c, n)
 	return nil

@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string) error {
 		resolver: newResolver(api, cfg.ResolverTTL, time.Now), templates: newTemplates(api, cfg.ResolverTTL, time.Now),
 		unavailable: offerings.NewUnavailable(time.Now), bus: rt.Bus, prefix: rt.Bus.Prefix(),
 		k8sMinor: fmt.Sprintf("%s.%s", version.Major, trimPlus(version.Minor)), clusterCA: ca,
-		log: rt.Log, metrics: newMetrics(rt.Registry), now: time.Now,
+		log: rt.Log, metrics: newMetrics(rt.Registry), now: time.Now, events: rt.Events,
 	}
 	kv, err := rt.Bus.JetStream().KeyValue(ctx, rt.Bus.Prefix().CatalogBucket())
 	if err != nil {

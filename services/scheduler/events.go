@@ -1,12 +1,7 @@
 package main
 
 import (
-	"context"
-
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -14,19 +9,7 @@ import (
 const (
 	reasonNominated        = "Nominated"
 	reasonFailedScheduling = "FailedScheduling"
-	eventComponent         = "fleetwright-scheduler"
 )
-
-// newRecorder records Kubernetes Events through the API until ctx ends.
-func newRecorder(ctx context.Context, kube kubernetes.Interface) record.EventRecorder {
-	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	go func() {
-		<-ctx.Done()
-		b.Shutdown()
-	}()
-	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent})
-}
 
 // nominated tells the pod which NodeClaim (or node) it waits for.
 func nominated(r record.EventRecorder, pod *corev1.Pod, kind, name string) {

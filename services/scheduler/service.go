@@ -65,7 +65,7 @@ func newScheduler(ctx context.Context, cfg config, rt *service.Runtime) (*schedu
 		return nil, err
 	}
 	s := &scheduler{cfg: cfg, rt: rt, metrics: newMetrics(rt.Registry), cluster: cl, now: time.Now,
-		claims: dyn.Resource(clusterstate.NodeClaims), recorder: newRecorder(ctx, rt.Kube)}
+		claims: dyn.Resource(clusterstate.NodeClaims), recorder: rt.Events}
 	s.unavailable = offerings.NewUnavailable(s.now)
 	s.recent = newRecent(s.now)
 	// A NodeClaim that goes away no longer holds the pods nominated to it.
