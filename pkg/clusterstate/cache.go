@@ -140,7 +140,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, want Want, log zerolo
 			c.Provisioners = add(df.ForResource(Provisioners).Informer(), Typed[v1alpha5.Provisioner]())
 		}
 	}
-	if want.NodeClasses || want.Pools && c.Provisioners != nil {
+	if want.NodeClasses {
 		if ok, err := legacy(NodeTemplates); err != nil {
 			return nil, err
 		} else if ok {

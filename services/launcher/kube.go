@@ -29,6 +29,8 @@ import (
 // kubeStores implement claimStore, nodeClassStore and nodeStore on the Kubernetes API: reads
 // from the shared informer cache, writes straight to the API server.
 type kubeStores struct {
+	cache   *clusterstate.Cache
+	dyn     dynamic.Interface
 	claims  *kubeClaims
 	classes *kubeClasses
 	nodes   *kubeNodes
@@ -39,7 +41,7 @@ func newKubeStores(ctx context.Context, rt *service.Runtime, defaultInstanceProf
 	if err != nil {
 		return kubeStores{}, fmt.Errorf("creating dynamic client: %w", err)
 	}
-	c, err := clusterstate.New(rt.Kube, dyn, clusterstate.Want{Nodes: true, NodeClaims: true, NodeClasses: true}, rt.Log)
+	c, err := clusterstate.New(rt.Kube, dyn, clusterstate.Want{Nodes: true, NodeClaims: true, NodeClasses: true, Pools: true}, rt.Log)
 	if err != nil {
 		return kubeStores{}, err
 	}
@@ -47,7 +49,7 @@ func newKubeStores(ctx context.Context, rt *service.Runtime, defaultInstanceProf
 	if err := c.Start(ctx); err != nil {
 		return kubeStores{}, err
 	}
-	return kubeStores{claims: &kubeClaims{cache: c, api: dyn.Resource(clusterstate.NodeClaims)},
+	return kubeStores{cache: c, dyn: dyn, claims: &kubeClaims{cache: c, api: dyn.Resource(clusterstate.NodeClaims)},
 		classes: &kubeClasses{cache: c, legacy: translate.Options{DefaultInstanceProfile: defaultInstanceProfile}},
 		nodes:   &kubeNodes{cache: c, api: rt.Kube.CoreV1().Nodes()}}, nil
 }

@@ -17,12 +17,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
 	"github.com/fleetwright/fleetwright/pkg/catalog"
@@ -92,6 +94,7 @@ func start(t *testing.T) *env {
 	scheme := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	require.NoError(t, karpv1.AddToScheme(scheme))
+	require.NoError(t, ec2v1.AddToScheme(scheme))
 	rc, err := c.RESTConfig()
 	require.NoError(t, err)
 	kube, err := client.New(rc, client.Options{Scheme: scheme})
@@ -437,4 +440,58 @@ func (e *env) eventReasons(kind, name string) map[string]bool {
 		}
 	}
 	return out
+}
+
+// `kubectl get ec2nodeclasses,nodepools` tells the truth: a class says what it resolved to and
+// is Ready; a pool counts its nodes and their capacity; a pool whose class does not exist is not
+// Ready and says why.
+func TestStatusOfClassesAndPools(t *testing.T) {
+	e := start(t)
+	c := e2e.Cluster(t)
+	pool := "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: orphaned\nspec:\n  template:\n    spec:\n" +
+		"      nodeClassRef:\n        group: karpenter.k8s.aws\n        kind: EC2NodeClass\n        name: missing\n      requirements: []\n"
+	path := filepath.Join(t.TempDir(), "orphaned.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(pool), 0o644))
+	_, err := e2e.Kubectl(c, "apply", "-f", path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = e2e.Kubectl(c, "delete", "--ignore-not-found", "-f", path) })
+
+	intent := e.claim("default-status1", "t4g.small")
+	e.publish(intent, intent.NodeClaimName)
+	condition := func(conds []metav1.Condition, kind string) *metav1.Condition {
+		return meta.FindStatusCondition(conds, kind)
+	}
+	var class ec2v1.EC2NodeClass
+	require.Eventually(t, func() bool {
+		if e.kube.Get(e.ctx, client.ObjectKey{Name: "default"}, &class) != nil {
+			return false
+		}
+		r := condition(class.Status.Conditions, "Ready")
+		return r != nil && r.Status == metav1.ConditionTrue
+	}, 30*time.Second, 100*time.Millisecond, "the default class is Ready")
+	assert.NotEmpty(t, class.Status.Subnets)
+	assert.NotEmpty(t, class.Status.SecurityGroups)
+	require.NotEmpty(t, class.Status.AMIs)
+	assert.Equal(t, []string{"arm64"}, class.Status.AMIs[0].Requirements[0].Values, "al2023@latest for the pool's arm64 types")
+
+	var np karpv1.NodePool
+	require.Eventually(t, func() bool {
+		if e.kube.Get(e.ctx, client.ObjectKey{Name: "default"}, &np) != nil {
+			return false
+		}
+		r := condition(np.Status.Conditions, "Ready")
+		n := np.Status.Resources[corev1.ResourceName("nodes")]
+		return r != nil && r.Status == metav1.ConditionTrue && n.Value() == 1
+	}, 60*time.Second, 100*time.Millisecond, "the default pool is Ready with its one node")
+	cpu := np.Status.Resources[corev1.ResourceCPU]
+	assert.Equal(t, int64(2), cpu.Value(), "a t4g.small's 2 vCPUs")
+
+	require.Eventually(t, func() bool {
+		if e.kube.Get(e.ctx, client.ObjectKey{Name: "orphaned"}, &np) != nil {
+			return false
+		}
+		r := condition(np.Status.Conditions, "Ready")
+		return r != nil && r.Status == metav1.ConditionFalse && r.Reason == "NodeClassNotFound"
+	}, 30*time.Second, 100*time.Millisecond, "a pool on a missing class is not Ready, and says why")
+	assert.Contains(t, condition(np.Status.Conditions, "Ready").Message, `"missing"`)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -81,6 +82,10 @@ func run(ctx context.Context, args []string) error {
 	})
 	g.Go(func() error {
 		return service.Every(gctx, 2*time.Second, func() { logErr(l, reg.reconcile(gctx), "registering nodes") })
+	})
+	st := &statuses{l: l, cache: stores.cache, classes: stores.dyn.Resource(clusterstate.NodeClasses), pools: stores.dyn.Resource(clusterstate.NodePools)}
+	g.Go(func() error {
+		return service.Every(gctx, cfg.StatusInterval, func() { logErr(l, st.pass(gctx), "updating node class and pool statuses") })
 	})
 	g.Go(func() error {
 		// Launching needs the instance facts of the published catalog: there at once when the

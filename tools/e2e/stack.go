@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -70,6 +71,14 @@ func NewStack(t testing.TB, services []string) *Stack {
 	require.NoError(t, err)
 	_, err = Kubectl(c, "create", "namespace", "fleetwright")
 	require.NoError(t, err)
+	// Each service runs as its ServiceAccount, with the RBAC deploy/ ships: a permission the
+	// code needs and the manifests lack fails here, not on a user's cluster.
+	for _, svc := range []string{"pod-watcher", "scheduler", "launcher", "terminator"} {
+		for _, f := range []string{"serviceaccount.yaml", "rbac.yaml"} {
+			_, err = Kubectl(c, "apply", "-f", filepath.Join(Root(t), "deploy", "base", svc, f))
+			require.NoError(t, err)
+		}
+	}
 
 	s := &Stack{t: t, Cluster: c, NATSURL: bustest.RunServer(t).ClientURL(), services: map[string]*Service{}, ports: map[string]string{}}
 	s.Kube, err = c.Client()
@@ -106,7 +115,7 @@ func (s *Stack) StartService(name string) *Service {
 		admin = FreeAddr(s.t)
 		s.ports[name] = admin
 	}
-	args := []string{"--kubeconfig", s.Cluster.Kubeconfig, "--nats-url", s.NATSURL, "--admin-addr", admin}
+	args := []string{"--kubeconfig", s.kubeconfigAs(name), "--nats-url", s.NATSURL, "--admin-addr", admin}
 	switch name {
 	case "launcher":
 		args = append(args, "--cluster-name", "demo-cluster", "--spot-price-modelled")
@@ -166,4 +175,21 @@ func (s *Stack) waitHealthy(name string, check func(context.Context) error) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// kubeconfigAs is a kubeconfig for the control plane that acts as the service's ServiceAccount
+// (impersonation), so the service has exactly the permissions deploy/ grants it.
+func (s *Stack) kubeconfigAs(service string) string {
+	s.t.Helper()
+	path := filepath.Join(filepath.Dir(s.Cluster.Kubeconfig), "kubeconfig-"+service)
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	cfg, err := clientcmd.LoadFromFile(s.Cluster.Kubeconfig)
+	require.NoError(s.t, err)
+	for _, user := range cfg.AuthInfos {
+		user.Impersonate = "system:serviceaccount:fleetwright:" + service
+	}
+	require.NoError(s.t, clientcmd.WriteToFile(*cfg, path))
+	return path
 }

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+)
+
+// statuses keeps what `kubectl get ec2nodeclasses,nodepools` shows true: what each EC2NodeClass
+// resolves to in EC2 now (subnets, security groups, AMIs) and whether it is Ready, and each
+// NodePool's nodes, their capacity, and whether its node class is Ready. The launcher owns these
+// facts: it resolves node classes to launch, and records every claim's capacity.
+type statuses struct {
+	l       *launcher
+	cache   *clusterstate.Cache
+	classes dynamic.NamespaceableResourceInterface
+	pools   dynamic.NamespaceableResourceInterface
+}
+
+// pass writes every status that changed; a write that conflicts waits for the next pass.
+func (s *statuses) pass(ctx context.Context) error {
+	var errs []error
+	ready := map[string]string{} // class name → why it is not ready ("" if it is)
+	for _, nc := range clusterstate.List[ec2v1.EC2NodeClass](s.cache.NodeClasses, nil) {
+		next := nc.DeepCopy()
+		ready[nc.Name] = s.resolve(ctx, next)
+		if !equality.Semantic.DeepEqual(nc.Status, next.Status) {
+			errs = append(errs, writeStatus(ctx, s.classes, next))
+		}
+	}
+	for _, np := range clusterstate.List[karpv1.NodePool](s.cache.NodePools, nil) {
+		next := np.DeepCopy()
+		s.poolStatus(next, ready)
+		if !equality.Semantic.DeepEqual(np.Status, next.Status) {
+			errs = append(errs, writeStatus(ctx, s.pools, next))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// resolve fills in what the class's selector terms find, with a condition per kind and Ready;
+// it returns why the class is not ready, or "".
+func (s *statuses) resolve(ctx context.Context, nc *ec2v1.EC2NodeClass) string {
+	spec := specOf(nc)
+	var why []string
+	set := func(kind string, err error, found int, what string) {
+		c := metav1.Condition{Type: kind, Status: metav1.ConditionTrue, Reason: "Resolved", Message: fmt.Sprintf("%d %s", found, what)}
+		switch {
+		case err != nil:
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, "ResolutionFailed", err.Error()
+		case found == 0:
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, "NotFound", "no "+what+" match the selector terms"
+		}
+		if c.Status == metav1.ConditionFalse {
+			why = append(why, kind+": "+c.Message)
+		}
+		nc.SetCondition(c)
+	}
+	subnets, err := s.l.resolver.subnets(ctx, spec.Subnets)
+	nc.Status.Subnets = nil
+	for _, sn := range subnets {
+		nc.Status.Subnets = append(nc.Status.Subnets, ec2v1.Subnet{ID: sn.ID, Zone: sn.Zone, ZoneID: sn.ZoneID})
+	}
+	set(ec2v1.ConditionTypeSubnetsReady, err, len(subnets), "subnets")
+	groups, err := s.l.resolver.securityGroups(ctx, spec.SecurityGroups)
+	nc.Status.SecurityGroups = nil
+	for _, id := range groups {
+		nc.Status.SecurityGroups = append(nc.Status.SecurityGroups, ec2v1.SecurityGroup{ID: id})
+	}
+	set(ec2v1.ConditionTypeSecurityGroupsReady, err, len(groups), "security groups")
+	images, err := s.l.resolver.images(ctx, spec.AMIs, s.l.k8sMinor)
+	nc.Status.AMIs = nil
+	for arch, img := range images {
+		nc.Status.AMIs = append(nc.Status.AMIs, ec2v1.AMI{ID: img.ID, Name: img.Name,
+			Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}}}})
+	}
+	sort.Slice(nc.Status.AMIs, func(i, j int) bool { return nc.Status.AMIs[i].ID < nc.Status.AMIs[j].ID })
+	set(ec2v1.ConditionTypeAMIsReady, err, len(images), "AMIs")
+	nc.Status.InstanceProfile = spec.InstanceProfile
+	ready := metav1.Condition{Type: ec2v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: "subnets, security groups and AMIs resolved"}
+	if len(why) > 0 {
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "NotReady", fmt.Sprint(why)
+	}
+	nc.SetCondition(ready)
+	if len(why) > 0 {
+		return ready.Message
+	}
+	return ""
+}
+
+// poolStatus counts the pool's launched claims and sums their capacity (resources.nodes is the
+// count, as Karpenter reports it), and says whether the pool's node class is Ready.
+func (s *statuses) poolStatus(np *karpv1.NodePool, classes map[string]string) {
+	total := corev1.ResourceList{}
+	nodes := int64(0)
+	for _, nc := range s.cache.Claims() {
+		if nc.Labels[karpv1.NodePoolLabelKey] != np.Name || nc.Status.ProviderID == "" {
+			continue
+		}
+		nodes++
+		for name, q := range nc.Status.Capacity {
+			sum := total[name]
+			sum.Add(q)
+			total[name] = sum
+		}
+	}
+	total[corev1.ResourceName("nodes")] = *resource.NewQuantity(nodes, resource.DecimalSI)
+	np.Status.Resources = total
+	c := metav1.Condition{Type: karpv1.ConditionTypeNodeClassReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: "node class is ready"}
+	class := ""
+	if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil {
+		class = ref.Name
+	}
+	switch why, ok := classes[class]; {
+	case !ok:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "NodeClassNotFound", fmt.Sprintf("no EC2NodeClass named %q", class)
+	case why != "":
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "NodeClassNotReady", fmt.Sprintf("EC2NodeClass %s: %s", class, why)
+	}
+	setPoolCondition(np, c)
+	ready := c
+	ready.Type = "Ready"
+	setPoolCondition(np, ready)
+}
+
+func setPoolCondition(np *karpv1.NodePool, c metav1.Condition) {
+	c.ObservedGeneration = np.Generation
+	for i := range np.Status.Conditions {
+		if cur := np.Status.Conditions[i]; cur.Type == c.Type {
+			if cur.Status == c.Status {
+				c.LastTransitionTime = cur.LastTransitionTime
+			}
+			if c.LastTransitionTime.IsZero() {
+				c.LastTransitionTime = metav1.Now()
+			}
+			np.Status.Conditions[i] = c
+			return
+		}
+	}
+	c.LastTransitionTime = metav1.Now()
+	np.Status.Conditions = append(np.Status.Conditions, c)
+}
+
+// writeStatus writes an object's status as the cache had it, plus the change: a conflict (it
+// changed since) is left for the next pass, which reads it anew.
+func writeStatus(ctx context.Context, api dynamic.NamespaceableResourceInterface, obj runtime.Object) error {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	if _, err = api.UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{}); apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
