@@ -75,7 +75,7 @@ func NewStack(t testing.TB, services []string) *Stack {
 	// code needs and the manifests lack fails here, not on a user's cluster.
 	for _, svc := range []string{"pod-watcher", "scheduler", "launcher", "terminator"} {
 		for _, f := range []string{"serviceaccount.yaml", "rbac.yaml"} {
-			_, err = Kubectl(c, "apply", "-f", filepath.Join(Root(t), "deploy", "base", svc, f))
+			_, err = Kubectl(c, "apply", "-n", "fleetwright", "-f", filepath.Join(Root(t), "deploy", "base", svc, f))
 			require.NoError(t, err)
 		}
 	}
