@@ -376,13 +376,9 @@ func TestInsufficientCapacityFallsThroughAndIsRemembered(t *testing.T) {
 // launches an AL2 node (v1alpha5's default family) that registers with the pool's labels.
 func TestLaunchFromAWSNodeTemplate(t *testing.T) {
 	e := start(t)
-	c := e2e.Cluster(t)
 	tmpl := "apiVersion: karpenter.k8s.aws/v1alpha1\nkind: AWSNodeTemplate\nmetadata:\n  name: legacy\nspec:\n" +
 		"  subnetSelector:\n    karpenter.sh/discovery: demo-cluster\n  securityGroupSelector:\n    karpenter.sh/discovery: demo-cluster\n"
-	path := filepath.Join(t.TempDir(), "legacy.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(tmpl), 0o644))
-	_, err := e2e.Kubectl(c, "apply", "-f", path)
-	require.NoError(t, err)
+	e.apply(tmpl)
 
 	intent := e.claimOf("legacy", "default-legacy1", "m5.large")
 	e.publish(intent, intent.NodeClaimName)
@@ -403,15 +399,11 @@ func TestLaunchFromAWSNodeTemplate(t *testing.T) {
 // fails its claim at once with the reason, instead of launching something else or retrying.
 func TestInvalidNodeClassFailsTheClaimWithItsReason(t *testing.T) {
 	e := start(t)
-	c := e2e.Cluster(t)
 	class := "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: windows\nspec:\n  amiFamily: Windows2022\n" +
 		"  role: KarpenterNodeRole-demo-cluster\n  amiSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
 		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
 		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n"
-	path := filepath.Join(t.TempDir(), "windows.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(class), 0o644))
-	_, err := e2e.Kubectl(c, "apply", "-f", path)
-	require.NoError(t, err)
+	e.apply(class)
 
 	intent := e.claimOf("windows", "default-win1", "m5.large")
 	e.publish(intent, intent.NodeClaimName)
@@ -447,14 +439,10 @@ func (e *env) eventReasons(kind, name string) map[string]bool {
 // Ready and says why.
 func TestStatusOfClassesAndPools(t *testing.T) {
 	e := start(t)
-	c := e2e.Cluster(t)
 	pool := "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: orphaned\nspec:\n  template:\n    spec:\n" +
 		"      nodeClassRef:\n        group: karpenter.k8s.aws\n        kind: EC2NodeClass\n        name: missing\n      requirements: []\n"
-	path := filepath.Join(t.TempDir(), "orphaned.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(pool), 0o644))
-	_, err := e2e.Kubectl(c, "apply", "-f", path)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = e2e.Kubectl(c, "delete", "--ignore-not-found", "-f", path) })
+	path := e.apply(pool)
+	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", path) })
 
 	intent := e.claim("default-status1", "t4g.small")
 	e.publish(intent, intent.NodeClaimName)
@@ -494,4 +482,14 @@ func TestStatusOfClassesAndPools(t *testing.T) {
 		return r != nil && r.Status == metav1.ConditionFalse && r.Reason == "NodeClassNotFound"
 	}, 30*time.Second, 100*time.Millisecond, "a pool on a missing class is not Ready, and says why")
 	assert.Contains(t, condition(np.Status.Conditions, "Ready").Message, `"missing"`)
+}
+
+// apply writes the manifest to a file and applies it, returning the file for a later delete.
+func (e *env) apply(manifest string) string {
+	e.t.Helper()
+	path := filepath.Join(e.t.TempDir(), "manifest.yaml")
+	require.NoError(e.t, os.WriteFile(path, []byte(manifest), 0o644))
+	_, err := e2e.Kubectl(e2e.Cluster(e.t), "apply", "-f", path)
+	require.NoError(e.t, err)
+	return path
 }
