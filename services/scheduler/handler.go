@@ -280,8 +280,13 @@ func (s *scheduler) reportUnschedulable(unplaced []scheduling.Unschedulable, v v
 			continue
 		}
 		reason := u.Reason
-		if len(v.pools) == 0 {
+		switch {
+		case len(v.pools) == 0 && len(v.notReady) > 0:
+			reason = strings.Join(v.notReady, "; ")
+		case len(v.pools) == 0:
 			reason = noNodePool
+		case len(v.notReady) > 0:
+			reason += "; " + strings.Join(v.notReady, "; ")
 		}
 		failedScheduling(s.recorder, pod, reason)
 		if i < 10 {

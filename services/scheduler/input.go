@@ -19,6 +19,7 @@ import (
 // view is one consistent read of everything a solve needs.
 type view struct {
 	pools      []poolView // by weight, heaviest first, then name
+	notReady   []string   // pools left out because their node class is not Ready, with why
 	claims     []claimState
 	nodes      []*corev1.Node
 	daemonSets []*appsv1.DaemonSet

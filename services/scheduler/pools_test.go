@@ -57,6 +57,33 @@ func TestUntoleratedTaintIsNamed(t *testing.T) {
 	assert.Empty(t, e.nodeClaims())
 }
 
+// A pool whose node class the launcher found not Ready is not used, and the pods are told why.
+func TestPoolWithUnreadyClassIsNotUsed(t *testing.T) {
+	e := newEnv(t, "sched-unready")
+	e.createNodePool(karpv1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: "unready"},
+		Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "missing"},
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: scheduling.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
+		}}},
+	})
+	res := e.dyn.Resource(clusterstate.NodePools)
+	u, err := res.Get(e.ctx, "unready", metav1.GetOptions{})
+	require.NoError(t, err)
+	cond := map[string]any{"type": karpv1.ConditionTypeNodeClassReady, "status": "False", "reason": "NodeClassNotFound",
+		"message": `no EC2NodeClass named "missing"`, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+	require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{cond}, "status", "conditions"))
+	_, err = res.UpdateStatus(e.ctx, u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	e.start("unready")
+	pods := e.pendingPods("inflate", 1, "1")
+	e.publishBatch("unready-1", pods)
+	e.batchesDone(1)
+	e.eventsSay(pods, reasonFailedScheduling, `nodepool unready is not ready: no EC2NodeClass named "missing"`)
+	assert.Empty(t, e.nodeClaims())
+}
+
 // The v1alpha5 example (Provisioner + AWSNodeTemplate) schedules as its v1 translation: a
 // claim labelled with the provisioner's name, spot only, with Karpenter's default types.
 func TestProvisionerClaimIsLabelledForIt(t *testing.T) {

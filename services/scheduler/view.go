@@ -2,6 +2,11 @@ package main
 
 import (
 	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 )
 
 // read takes one view of everything a solve needs from the caches and the catalog.
@@ -14,6 +19,12 @@ func (s *scheduler) read() (view, error) {
 	for _, p := range s.cluster.Pools() {
 		if p.DeletionTimestamp != nil {
 			continue // no new capacity from a pool on its way out
+		}
+		// The launcher says whether the pool's node class resolves; a pool it has not looked at
+		// yet (no condition) is used.
+		if c := meta.FindStatusCondition(p.Status.Conditions, karpv1.ConditionTypeNodeClassReady); c != nil && c.Status == metav1.ConditionFalse {
+			v.notReady = append(v.notReady, fmt.Sprintf("nodepool %s is not ready: %s", p.Name, c.Message))
+			continue
 		}
 		v.pools = append(v.pools, poolView{core: corePool(p.NodePool), legacy: p.Legacy, uid: p.UID, spec: p.Spec.Template.Spec,
 			annotations: p.Spec.Template.ObjectMeta.Annotations, kubelet: kubeletConfig(p.Kubelet)})
