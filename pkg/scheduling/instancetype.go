@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -49,7 +50,7 @@ func FromCatalog(types []catalog.InstanceType, zones []string) []InstanceType {
 		if !ct.Complete() {
 			continue
 		}
-		t := InstanceType{Name: ct.Name, Labels: TypeLabels(ct), Capacity: catalogCapacity(ct)}
+		t := InstanceType{Name: ct.Name, Labels: TypeLabels(ct), Capacity: TypeCapacity(ct)}
 		for _, z := range zones {
 			t.Offerings = append(t.Offerings,
 				Offering{Zone: z, CapacityType: CapacityTypeSpot, PriceUSDPerHour: catalog.SpotPrice(ct, z), Available: true},
@@ -60,10 +61,14 @@ func FromCatalog(types []catalog.InstanceType, zones []string) []InstanceType {
 	return out
 }
 
-func catalogCapacity(ct catalog.InstanceType) ResourceList {
+// TypeCapacity is the capacity a node of the type registers: its vCPUs, its memory less what the
+// hypervisor and kernel keep (VMMemoryOverhead, as Karpenter models it), its pods, the default
+// root volume and its GPUs and accelerators. The scheduler plans with it and the AWS emulator
+// registers its nodes with it, so planned and registered allocatable agree.
+func TypeCapacity(ct catalog.InstanceType) ResourceList {
 	rl := ResourceList{
 		ResourceCPU:              int64(ct.VCPU) * 1000,
-		ResourceMemory:           ct.MemoryMiB * MiB,
+		ResourceMemory:           (ct.MemoryMiB - int64(math.Ceil(float64(ct.MemoryMiB)*VMMemoryOverhead))) * MiB,
 		ResourceEphemeralStorage: defaultEphemeralStorage,
 		ResourcePods:             int64(ct.MaxPods),
 	}

@@ -25,6 +25,10 @@ func kubeReservedCPU(cpu int64) int64 {
 // kubeReservedMemory is 255Mi plus 11Mi for each pod the node may run.
 func kubeReservedMemory(maxPods int64) int64 { return 255*MiB + 11*MiB*maxPods }
 
+// VMMemoryOverhead is the share of an instance's nominal memory the hypervisor and kernel keep,
+// which the node never reports (Karpenter's VM_MEMORY_OVERHEAD_PERCENT default).
+const VMMemoryOverhead = 0.075
+
 // Eviction thresholds: 100Mi of memory, 10% of ephemeral storage; kube-reserved storage 1Gi.
 const (
 	evictionMemory        = 100 * MiB

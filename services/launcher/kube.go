@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -21,6 +20,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -132,12 +132,10 @@ func (k *kubeClaims) MarkLaunched(ctx context.Context, name string, info launchI
 		}
 		nc.Status.ProviderID = info.ProviderID
 		nc.Status.ImageID = info.ImageID
-		if it := info.Type; it != nil {
-			nc.Status.Capacity = corev1.ResourceList{
-				corev1.ResourceCPU:    *resource.NewQuantity(int64(it.GetVcpu()), resource.DecimalSI),
-				corev1.ResourceMemory: *resource.NewQuantity(it.GetMemoryMib()<<20, resource.BinarySI),
-				corev1.ResourcePods:   *resource.NewQuantity(int64(it.GetMaxPods()), resource.DecimalSI),
-			}
+		if info.Type != nil {
+			// What the node will register, as the scheduler planned it (scheduling.TypeCapacity).
+			it := scheduling.InstanceType{Capacity: scheduling.TypeCapacity(catalogkv.Facts(info.Type))}
+			nc.Status.Capacity, nc.Status.Allocatable = podproj.KubeResources(it.Capacity), podproj.KubeResources(it.Allocatable())
 		}
 		nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched",
 			Message: fmt.Sprintf("instance %s (%s, %s, %s)", info.InstanceID, info.InstanceType, info.Zone, info.CapacityType)})

@@ -273,6 +273,10 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 	for k, v := range node.Labels {
 		assert.NotEmpty(t, v, "no empty label: %s", k)
 	}
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
+		assert.True(t, node.Status.Allocatable[r].Equal(nc.Status.Allocatable[r]), "the claim's %s allocatable is the node's", r)
+		assert.True(t, node.Status.Capacity[r].Equal(nc.Status.Capacity[r]), "the claim's %s capacity is the node's", r)
+	}
 	assert.Contains(t, node.Finalizers, karpv1.TerminationFinalizer, "finalized at registration, so a deleted node is drained first")
 	for _, taint := range node.Spec.Taints {
 		assert.NotEqual(t, karpv1.UnregisteredTaintKey, taint.Key, "lifted at registration")

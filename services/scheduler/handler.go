@@ -302,7 +302,7 @@ func (s *scheduler) reportUnschedulable(unplaced []scheduling.Unschedulable, v v
 // launching nodeclaim with 5 pods requesting {"cpu":"5125m","pods":"7"} from types a, b, ... and 38 other(s).
 func launchMessage(pods int, requests scheduling.ResourceList, types []string) string {
 	req := map[string]string{}
-	for n, q := range resourceList(requests) {
+	for n, q := range podproj.KubeResources(requests) {
 		req[string(n)] = q.String()
 	}
 	b, _ := json.Marshal(req) // keys sorted

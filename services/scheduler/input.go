@@ -6,7 +6,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
@@ -127,8 +126,8 @@ func (s *scheduler) nodes(v view) []scheduling.Node {
 func (s *scheduler) existingNode(n *corev1.Node, claim *claimState) scheduling.Node {
 	out := scheduling.Node{
 		Name: n.Name, NodePool: nodePoolOf(n.Labels), Labels: n.Labels,
-		Allocatable:       quantities(n.Status.Allocatable),
-		Capacity:          quantities(n.Status.Capacity),
+		Allocatable:       podproj.CoreResources(n.Status.Allocatable),
+		Capacity:          podproj.CoreResources(n.Status.Capacity),
 		MarkedForDeletion: n.DeletionTimestamp != nil || n.Spec.Unschedulable || (claim != nil && claim.Deleting),
 	}
 	var ignore []corev1.Taint
@@ -177,7 +176,7 @@ func (s *scheduler) inFlightNode(c *claimState, types map[string]*scheduling.Ins
 	for _, p := range s.liveNominations(c.Name) {
 		out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.Volumes)))
 	}
-	out.Allocatable, out.Capacity = quantities(c.Allocatable), quantities(c.Capacity)
+	out.Allocatable, out.Capacity = podproj.CoreResources(c.Allocatable), podproj.CoreResources(c.Capacity)
 	if len(c.Allocatable) == 0 {
 		out.Allocatable, out.Capacity = optionBounds(requirementValues(c.Requirements, scheduling.LabelInstanceType), types)
 	}
@@ -238,35 +237,6 @@ func containsTaint(ts []corev1.Taint, t corev1.Taint) bool {
 		}
 	}
 	return false
-}
-
-// quantities converts Kubernetes quantities into the core's units (cpu in millicores).
-func quantities(rl corev1.ResourceList) scheduling.ResourceList {
-	out := make(scheduling.ResourceList, len(rl))
-	for n, q := range rl {
-		if n == corev1.ResourceCPU {
-			out[string(n)] = q.MilliValue()
-		} else {
-			out[string(n)] = q.Value()
-		}
-	}
-	return out
-}
-
-// resourceList converts the core's units back into Kubernetes quantities.
-func resourceList(rl scheduling.ResourceList) corev1.ResourceList {
-	out := make(corev1.ResourceList, len(rl))
-	for n, q := range rl {
-		switch n {
-		case scheduling.ResourceCPU:
-			out[corev1.ResourceName(n)] = *resource.NewMilliQuantity(q, resource.DecimalSI)
-		case scheduling.ResourceMemory, scheduling.ResourceEphemeralStorage:
-			out[corev1.ResourceName(n)] = *resource.NewQuantity(q, resource.BinarySI)
-		default:
-			out[corev1.ResourceName(n)] = *resource.NewQuantity(q, resource.DecimalSI)
-		}
-	}
-	return out
 }
 
 // sortPools orders pools as the core tries them: heaviest weight first, then by name.

@@ -77,7 +77,7 @@ func nodeClaimObject(c scheduling.NodeClaim, p poolView, batchID string) *karpv1
 			Annotations: map[string]string{batchAnnotation: batchID}, Finalizers: []string{karpv1.TerminationFinalizer}},
 		Spec: karpv1.NodeClaimSpec{
 			Taints: p.spec.Taints, StartupTaints: p.spec.StartupTaints,
-			Resources:    karpv1.ResourceRequirements{Requests: resourceList(c.Requests)},
+			Resources:    karpv1.ResourceRequirements{Requests: podproj.KubeResources(c.Requests)},
 			NodeClassRef: p.spec.NodeClassRef, ExpireAfter: p.spec.ExpireAfter, TerminationGracePeriod: p.spec.TerminationGracePeriod,
 		},
 	}

@@ -52,7 +52,7 @@ func (s *scheduler) overflow(node *corev1.Node, nominated []*corev1.Pod) []*core
 	if len(nominated) == 0 {
 		return nil
 	}
-	free := quantities(node.Status.Allocatable)
+	free := podproj.CoreResources(node.Status.Allocatable)
 	for _, p := range s.cluster.PodsOn(node.Name) {
 		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 			take(free, podproj.Requests(p))

@@ -5,6 +5,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
@@ -28,7 +29,7 @@ type poolView struct {
 // corePool converts a v1 NodePool into the core's pool.
 func corePool(np *karpv1.NodePool) scheduling.NodePool {
 	t := np.Spec.Template
-	out := scheduling.NodePool{Name: np.Name, Labels: t.ObjectMeta.Labels, Limits: quantities(corev1.ResourceList(np.Spec.Limits))}
+	out := scheduling.NodePool{Name: np.Name, Labels: t.ObjectMeta.Labels, Limits: podproj.CoreResources(corev1.ResourceList(np.Spec.Limits))}
 	if np.Spec.Weight != nil {
 		out.Weight = *np.Spec.Weight
 	}

@@ -7,13 +7,15 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetwright/fleetwright/pkg/catalog"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fleetwright/fleetwright/pkg/catalog"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
 
 // NodeSpec is what the registrar needs to register an instance's Node.
@@ -48,37 +50,6 @@ func (e *Emulator) nodeSpec(inst *instance) NodeSpec {
 	return spec
 }
 
-// EKS kubelet reservations, as the EKS AMIs and Karpenter compute them.
-const (
-	vmMemoryOverhead     = 0.075 // share of nominal memory the hypervisor and kernel keep
-	evictionMemoryMiB    = 100   // evictionHard memory.available
-	rootVolumeGiB        = 20
-	kubeReservedStorage  = 1    // GiB
-	evictionStorageShare = 0.10 // evictionHard nodefs.available
-)
-
-// kubeReservedCPU is 6% of the first core, 1% of the second, 0.5% of the third and fourth and
-// 0.25% of the rest, in millicores.
-func kubeReservedCPU(vcpu int) int64 {
-	var m float64
-	for c := 1; c <= vcpu; c++ {
-		switch {
-		case c == 1:
-			m += 60
-		case c == 2:
-			m += 10
-		case c <= 4:
-			m += 5
-		default:
-			m += 2.5
-		}
-	}
-	return int64(m)
-}
-
-// kubeReservedMemoryMiB is 11 MiB per pod plus 255 MiB.
-func kubeReservedMemoryMiB(maxPods int) int64 { return 11*int64(maxPods) + 255 }
-
 // Node builds the Node a kubelet on this instance registers, with the AWS cloud controller's
 // labels and providerID, catalog-derived capacity and allocatable, and kwok's annotation.
 func (s NodeSpec) Node() *corev1.Node {
@@ -101,28 +72,9 @@ func (s NodeSpec) Node() *corev1.Node {
 	for k, v := range s.Labels {
 		labels[k] = v
 	}
-	memMiB := int64(float64(t.MemoryMiB) * (1 - vmMemoryOverhead))
-	capacity := corev1.ResourceList{
-		corev1.ResourceCPU:              *resource.NewQuantity(int64(t.VCPU), resource.DecimalSI),
-		corev1.ResourceMemory:           *resource.NewQuantity(memMiB<<20, resource.BinarySI),
-		corev1.ResourcePods:             *resource.NewQuantity(int64(t.MaxPods), resource.DecimalSI),
-		corev1.ResourceEphemeralStorage: *resource.NewQuantity(rootVolumeGiB<<30, resource.BinarySI),
-	}
-	storageAlloc := int64(float64(rootVolumeGiB<<30)*(1-evictionStorageShare)) - kubeReservedStorage<<30
-	allocatable := corev1.ResourceList{
-		corev1.ResourceCPU:              *resource.NewMilliQuantity(int64(t.VCPU)*1000-kubeReservedCPU(t.VCPU), resource.DecimalSI),
-		corev1.ResourceMemory:           *resource.NewQuantity((memMiB-kubeReservedMemoryMiB(t.MaxPods)-evictionMemoryMiB)<<20, resource.BinarySI),
-		corev1.ResourcePods:             *resource.NewQuantity(int64(t.MaxPods), resource.DecimalSI),
-		corev1.ResourceEphemeralStorage: *resource.NewQuantity(storageAlloc, resource.BinarySI),
-	}
-	if t.GPUCount > 0 && deref(t.GPUManufacturer) == "NVIDIA" {
-		q := *resource.NewQuantity(int64(t.GPUCount), resource.DecimalSI)
-		capacity["nvidia.com/gpu"], allocatable["nvidia.com/gpu"] = q, q
-	}
-	if n := t.Accelerators(); n > 0 {
-		q := *resource.NewQuantity(int64(n), resource.DecimalSI)
-		capacity["aws.amazon.com/neuron"], allocatable["aws.amazon.com/neuron"] = q, q
-	}
+	// The node registers what the scheduler planned with: one function for both.
+	it := scheduling.InstanceType{Capacity: scheduling.TypeCapacity(t)}
+	capacity, allocatable := podproj.KubeResources(it.Capacity), podproj.KubeResources(it.Allocatable())
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        s.Name,
