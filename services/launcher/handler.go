@@ -311,8 +311,14 @@ func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSp
 		// not valid MIME: retrying will not help, the node class must change.
 		return templateSpec{}, fmt.Errorf("%w %s: %w", errNodeClassInvalid, class.Name, err)
 	}
+	// The claim's own tags (its name) go on the fleet's instances and volumes, not the template:
+	// claims of one configuration share one template, so launches never exhaust the account's
+	// template quota.
+	tags := l.tags(intent, class)
+	delete(tags, "karpenter.sh/nodeclaim")
+	delete(tags, "Name")
 	return templateSpec{ClusterName: l.cfg.ClusterName, NodeClass: class.Name, ImageID: img.ID, SecurityGroupIDs: sgs,
-		UserData: ud, InstanceProfile: class.InstanceProfile, Tags: l.tags(intent, class)}, nil
+		UserData: ud, InstanceProfile: class.InstanceProfile, Tags: tags}, nil
 }
 
 const unregisteredTaintKey = "karpenter.sh/unregistered"

@@ -497,3 +497,26 @@ func (e *env) apply(manifest string) string {
 	require.NoError(e.t, err)
 	return path
 }
+
+// Claims of one configuration share one launch template: a claim's own tags go on its
+// instances, not the template, so launches never exhaust the account's template quota.
+func TestClaimsOfOneConfigurationShareALaunchTemplate(t *testing.T) {
+	e := start(t)
+	names := []string{"default-shared1", "default-shared2", "default-shared3"}
+	for _, name := range names {
+		intent := e.claim(name, "t4g.small")
+		e.publish(intent, intent.NodeClaimName)
+	}
+	for _, name := range names {
+		require.Eventually(t, func() bool { return len(e.instancesFor(name)) == 1 }, 60*time.Second, 100*time.Millisecond, name)
+	}
+	templates := map[string]bool{}
+	for _, name := range names {
+		for _, tag := range e.instancesFor(name)[0].Tags {
+			if tag.Key == "aws:ec2launchtemplate:id" {
+				templates[tag.Value] = true
+			}
+		}
+	}
+	assert.Len(t, templates, 1, "one template for three claims of one pool, class and AMI")
+}
