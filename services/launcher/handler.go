@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -175,7 +176,7 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 		return fmt.Errorf("recording launch on nodeclaim: %w", err)
 	}
 	l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "launched").Inc()
-	l.events.Eventf(claimObject(claim.Name, claim.UID), corev1.EventTypeNormal, reasonLaunched, "Launched instance %s (%s, %s, %s)",
+	l.events.Eventf(clusterstate.ClaimRef(claim.Name, claim.UID), corev1.EventTypeNormal, reasonLaunched, "Launched instance %s (%s, %s, %s)",
 		info.InstanceID, info.InstanceType, info.Zone, info.CapacityType)
 	log.Info().Str("instance", info.InstanceID).Str("instanceType", info.InstanceType).Str("zone", info.Zone).
 		Str("capacityType", info.CapacityType).Str("providerID", info.ProviderID).Msg("launched nodeclaim")
@@ -369,7 +370,7 @@ func (l *launcher) fail(ctx context.Context, intent *launchv1.LaunchIntent, caus
 		reason = "NodeClassInvalid"
 	}
 	l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "failed").Inc()
-	l.events.Eventf(claimObject(intent.GetNodeClaimName(), intent.GetNodeClaimUid()), corev1.EventTypeWarning, failureReason(reason),
+	l.events.Eventf(clusterstate.ClaimRef(intent.GetNodeClaimName(), intent.GetNodeClaimUid()), corev1.EventTypeWarning, failureReason(reason),
 		"Launch failed, the NodeClaim is deleted so its pods are scheduled again: %v", cause)
 	log.Error().Err(cause).Str("reason", reason).Msg("launching nodeclaim failed; deleting it so its pods are rescheduled")
 	if err := l.claims.Fail(ctx, intent.GetNodeClaimName(), reason, cause.Error()); err != nil && !errors.Is(err, errClaimNotFound) {

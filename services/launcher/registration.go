@@ -13,6 +13,7 @@ import (
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
@@ -89,8 +90,8 @@ func (r *registrar) register(ctx context.Context, c claimState, n nodeState, log
 		return err
 	}
 	r.metrics.registered.WithLabelValues(c.NodePool).Inc()
-	r.events.Eventf(claimObject(c.Name, c.UID), corev1.EventTypeNormal, reasonRegistered, "Registered node %s", n.Name)
-	r.events.Eventf(nodeObject(n.Name), corev1.EventTypeNormal, reasonRegistered, "Registered for NodeClaim %s", c.Name)
+	r.events.Eventf(clusterstate.ClaimRef(c.Name, c.UID), corev1.EventTypeNormal, reasonRegistered, "Registered node %s", n.Name)
+	r.events.Eventf(clusterstate.NodeRef(n.Name), corev1.EventTypeNormal, reasonRegistered, "Registered for NodeClaim %s", c.Name)
 	log.Info().Str("node", n.Name).Str("providerID", c.ProviderID).Msg("registered nodeclaim")
 	r.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_REGISTERED, c, n)
 	return nil
@@ -112,8 +113,8 @@ func (r *registrar) initialize(ctx context.Context, c claimState, n nodeState, l
 		return err
 	}
 	r.metrics.initialized.WithLabelValues(c.NodePool).Inc()
-	r.events.Eventf(claimObject(c.Name, c.UID), corev1.EventTypeNormal, reasonInitialized, "Node %s is ready and initialized", n.Name)
-	r.events.Eventf(nodeObject(n.Name), corev1.EventTypeNormal, reasonInitialized, "Ready and initialized for NodeClaim %s", c.Name)
+	r.events.Eventf(clusterstate.ClaimRef(c.Name, c.UID), corev1.EventTypeNormal, reasonInitialized, "Node %s is ready and initialized", n.Name)
+	r.events.Eventf(clusterstate.NodeRef(n.Name), corev1.EventTypeNormal, reasonInitialized, "Ready and initialized for NodeClaim %s", c.Name)
 	log.Info().Str("node", n.Name).Msg("initialized nodeclaim")
 	r.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_INITIALIZED, c, n)
 	return nil

@@ -19,6 +19,7 @@ import (
 type drainStats struct {
 	Evicted int32 // accepted by the Eviction API
 	Retries int32 // refused with 429 (a PodDisruptionBudget) and retried
+	Waiting int   // pods still to go when a delivery's budget ran out
 }
 
 // Eviction retry pacing: a refused eviction is tried again after minBackoff, doubling up to
@@ -56,6 +57,7 @@ func (e *executor) drain(ctx context.Context, node string, deadline, budget time
 			}
 		}
 		if e.now().After(budget) {
+			st.Waiting = len(left)
 			log.Info().Str("node", node).Int("pods_left", len(left)).Msg("node still draining")
 			return false, nil
 		}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -42,6 +43,7 @@ type executor struct {
 	log     zerolog.Logger
 	metrics *metrics
 	now     func() time.Time
+	events  record.EventRecorder
 }
 
 // result is what one execution came to.
@@ -137,6 +139,8 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 			return res, err
 		}
 		if !done {
+			tell(e.events, node.Name, in.GetNodeClaimName(), claimUID(claim), corev1.EventTypeWarning, reasonFailedDraining,
+				fmt.Sprintf("Failed to drain node, %d pods are waiting to be evicted", res.Waiting))
 			return res, errStillDraining
 		}
 		res.Drain = e.now().Sub(started)
@@ -302,6 +306,8 @@ func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *term
 		return fmt.Errorf("deleting nodeclaim %s: %w", claim.Name, err)
 	}
 	log.Info().Str("nodeclaim", claim.Name).Str("reason", reasonName(in.GetReason())).Msg("deleting nodeclaim")
+	tell(e.events, claim.Status.NodeName, claim.Name, string(claim.UID), corev1.EventTypeNormal, reasonDisruptionTerminating,
+		"Disrupting node: "+reasonName(in.GetReason())+": "+in.GetWhy())
 	return nil
 }
 
@@ -333,4 +339,11 @@ func (e *executor) event(ctx context.Context, kind nodesv1.NodeEventKind, in *te
 	if err := e.bus.Publish(ctx, e.prefix.Of(subject.NodesEvents), ev, ""); err != nil {
 		e.log.Warn().Err(err).Msg("publishing node event")
 	}
+}
+
+func claimUID(nc *karpv1.NodeClaim) string {
+	if nc == nil {
+		return ""
+	}
+	return string(nc.UID)
 }

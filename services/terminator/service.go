@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/service"
@@ -46,8 +47,8 @@ func run(ctx context.Context, args []string) error {
 	m := newMetrics(rt.Registry)
 	api := ec2.NewFromConfig(awsCfg)
 	gc := &orphans{ec2: api, cache: k.cache, cluster: cfg.ClusterName, grace: cfg.GCGrace, log: rt.Log, metrics: m, now: time.Now}
-	ex := &executor{k: k, cs: rt.Kube, ec2: api, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now}
-	d := &decider{k: k, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, blockedLogged: map[string]bool{}}
+	ex := &executor{k: k, cs: rt.Kube, ec2: api, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, events: rt.Events}
+	d := &decider{k: k, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, blockedLogged: map[string]bool{}, events: rt.Events}
 
 	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("queue", cfg.InterruptionQueue).Int("workers", cfg.Workers).Bool("v1alpha5", k.cache.Legacy).Msg("terminating nodes")
 	g, gctx := errgroup.WithContext(ctx)
@@ -99,6 +100,7 @@ type decider struct {
 	metrics       *metrics
 	now           func() time.Time
 	blockedLogged map[string]bool
+	events        record.EventRecorder
 }
 
 func (d *decider) pass(ctx context.Context) error {
@@ -127,6 +129,7 @@ func (d *decider) pass(ctx context.Context) error {
 			if key := c.UID + a.Why; !d.blockedLogged[key] {
 				d.blockedLogged[key] = true
 				log.Info().Msg(a.Why)
+				tell(d.events, c.NodeName, c.Name, c.UID, corev1.EventTypeNormal, reasonDisruptionBlocked, a.Why)
 			}
 		case terminate:
 			if err := d.publishDecision(ctx, a.Intent); err != nil {

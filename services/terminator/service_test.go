@@ -245,6 +245,14 @@ func TestExecutorTerminatesClaimWithNode(t *testing.T) {
 	assert.True(t, apierrors.IsNotFound(err), "the node is gone: its finalizer was removed (%v)", err)
 	_, err = e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, nc.Name, metav1.GetOptions{})
 	assert.True(t, apierrors.IsNotFound(err), "the nodeclaim is gone: its finalizer was removed (%v)", err)
+	for _, object := range []string{nc.Name, node.Name} {
+		require.Eventually(t, func() bool {
+			evs, err := e.kube.CoreV1().Events("default").List(e.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + object})
+			return err == nil && slices.ContainsFunc(evs.Items, func(ev corev1.Event) bool {
+				return ev.Reason == reasonDisruptionTerminating && ev.Source.Component == "fleetwright-terminator"
+			})
+		}, wait, tick, "kubectl describe shows why %s went away", object)
+	}
 }
 
 // The terminator owns what never joined. A launched claim whose node has not registered by
