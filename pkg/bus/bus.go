@@ -109,9 +109,13 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 
 	connected := make(chan struct{})
 	opts := c.options(cfg, connected)
-	nc, err := nats.Connect(cfg.URL, opts...)
+	servers, user, pass := splitCredentials(cfg.URL)
+	if user != "" {
+		opts = append(opts, nats.UserInfo(user, pass))
+	}
+	nc, err := nats.Connect(servers, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to nats at %s: %w", cfg.URL, err)
+		return nil, fmt.Errorf("connecting to nats at %s: %w", servers, err)
 	}
 	if nc.IsConnected() {
 		closeOnce(connected)
@@ -120,7 +124,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	case <-connected:
 	case <-ctx.Done():
 		nc.Close()
-		return nil, fmt.Errorf("connecting to nats at %s: %w", cfg.URL, ctx.Err())
+		return nil, fmt.Errorf("connecting to nats at %s: %w", servers, ctx.Err())
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

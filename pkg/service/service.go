@@ -134,7 +134,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	if err := rt.Admin.Start(); err != nil {
 		return nil, fmt.Errorf("starting admin server: %w", err)
 	}
-	rt.Log.Info().Str("admin", rt.Admin.Addr()).Str("nats", o.Common.NATSURL).Msg("starting")
+	rt.Log.Info().Str("admin", rt.Admin.Addr()).Str("nats", bus.Redact(o.Common.NATSURL)).Msg("starting")
 	if o.Kube {
 		cfg, err := clientcmd.BuildConfigFromFlags("", o.Common.Kubeconfig)
 		if err != nil {

@@ -3,9 +3,11 @@ package service
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +48,34 @@ func TestStartWiresAdminAndNATS(t *testing.T) {
 		code, body := get("/readyz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "nats")
 	}, 10*time.Second, 50*time.Millisecond, "readyz names NATS once it is gone")
+}
+
+// The NATS URL the deployments build carries the service's password: it is given to the
+// server, and never reaches the log or an error.
+func TestNATSPasswordNeverReachesOutput(t *testing.T) {
+	srv := bustest.RunServerWithPassword(t, "scheduler", "s3cret-pw")
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	stderr := os.Stderr
+	os.Stderr = w
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := fmt.Sprintf("nats://scheduler:s3cret-pw@%s", srv.Addr())
+	rt, err := Start(ctx, Options{Name: "test", Common: Common{NATSURL: url, AdminAddr: "127.0.0.1:0", Prefix: "fleetwright"}})
+	require.NoError(t, err, "the password reaches the server")
+	rt.Close(ctx)
+	short, cancelShort := context.WithTimeout(context.Background(), time.Second)
+	defer cancelShort()
+	_, failed := Start(short, Options{Name: "test", Common: Common{NATSURL: "nats://scheduler:s3cret-pw@127.0.0.1:1", AdminAddr: "127.0.0.1:0"}})
+	os.Stderr = stderr
+	require.NoError(t, w.Close())
+	out, err := io.ReadAll(r)
+	require.NoError(t, err)
+	require.Error(t, failed)
+	assert.Contains(t, string(out), `"message":"starting"`)
+	assert.NotContains(t, string(out), "s3cret-pw", "the log")
+	assert.NotContains(t, failed.Error(), "s3cret-pw", "the error")
+	assert.Contains(t, failed.Error(), "nats://127.0.0.1:1")
 }
 
 func TestStartFailsClearlyWithoutNATSAndFreesTheAdminPort(t *testing.T) {

@@ -92,6 +92,6 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "tap: listening on %s at %s\n", cfg.subject, cfg.url)
+	fmt.Fprintf(os.Stderr, "tap: listening on %s at %s\n", cfg.subject, bus.Redact(cfg.url))
 	return tap.Run(ctx)
 }

@@ -20,7 +20,13 @@ import (
 // when the test ends. Use srv.ClientURL() to connect.
 func RunServer(t testing.TB) *server.Server {
 	t.Helper()
-	return start(t, -1, t.TempDir())
+	return start(t, -1, t.TempDir(), nil)
+}
+
+// RunServerWithPassword is RunServer for a server that admits only the user with the password.
+func RunServerWithPassword(t testing.TB, user, password string) *server.Server {
+	t.Helper()
+	return start(t, -1, t.TempDir(), func(o *server.Options) { o.Username, o.Password = user, password })
 }
 
 // Restart shuts srv down and starts a new server on the same port with the
@@ -34,10 +40,10 @@ func Restart(t testing.TB, srv *server.Server) *server.Server {
 	}
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	return start(t, port, store)
+	return start(t, port, store, nil)
 }
 
-func start(t testing.TB, port int, store string) *server.Server {
+func start(t testing.TB, port int, store string, auth func(*server.Options)) *server.Server {
 	t.Helper()
 	opts := &server.Options{
 		ServerName: "bustest",
@@ -47,6 +53,9 @@ func start(t testing.TB, port int, store string) *server.Server {
 		StoreDir:   store,
 		NoLog:      true,
 		NoSigs:     true,
+	}
+	if auth != nil {
+		auth(opts)
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
