@@ -335,7 +335,7 @@ func (l *launcher) tags(intent *launchv1.LaunchIntent, class nodeClassSpec) map[
 	tags["eks:eks-cluster-name"] = l.cfg.ClusterName
 	tags["karpenter.sh/nodepool"] = intent.GetNodePoolName()
 	tags["karpenter.sh/nodeclaim"] = intent.GetNodeClaimName()
-	tags["karpenter.k8s.aws/ec2nodeclass"] = class.Name
+	tags[classTag] = class.Name
 	tags["Name"] = intent.GetNodePoolName() + "/" + intent.GetNodeClaimName()
 	return tags
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
@@ -53,7 +55,7 @@ type env struct {
 
 // start starts the launcher against the shared control plane, an emulator whose instances
 // register their Nodes, and a NATS server of its own.
-func start(t *testing.T) *env {
+func start(t *testing.T, extra ...string) *env {
 	t.Helper()
 	c := e2e.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -87,7 +89,7 @@ func start(t *testing.T) *env {
 	go func() {
 		args := []string{"--nats-url", nsrv.ClientURL(), "--kubeconfig", c.Kubeconfig, "--admin-addr", "127.0.0.1:0",
 			"--cluster-name", "demo-cluster", "--unavailable-ttl", "3m"}
-		done <- run(lctx, args)
+		done <- run(lctx, append(args, extra...))
 	}()
 	t.Cleanup(func() { stop(); assert.NoError(t, <-done) })
 
@@ -519,4 +521,42 @@ func TestClaimsOfOneConfigurationShareALaunchTemplate(t *testing.T) {
 		}
 	}
 	assert.Len(t, templates, 1, "one template for three claims of one pool, class and AMI")
+}
+
+// A node class that is deleted takes its launch templates with it; the templates of the classes
+// that remain stay.
+func TestLaunchTemplatesOfDeletedClassesAreDeleted(t *testing.T) {
+	e := start(t, "--template-gc-interval", "200ms")
+	class := "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: doomed\nspec:\n  amiFamily: AL2023\n" +
+		"  amiSelectorTerms:\n  - alias: al2023@latest\n  role: KarpenterNodeRole-demo-cluster\n" +
+		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
+		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n"
+	path := e.apply(class)
+	template := func(claim string) string {
+		for _, tag := range e.instancesFor(claim)[0].Tags {
+			if tag.Key == "aws:ec2launchtemplate:id" {
+				return tag.Value
+			}
+		}
+		return ""
+	}
+	for _, c := range []struct{ class, claim string }{{"doomed", "default-doomed1"}, {"default", "default-kept1"}} {
+		intent := e.claimOf(c.class, c.claim, "t4g.small")
+		e.publish(intent, intent.NodeClaimName)
+		require.Eventually(t, func() bool { return len(e.instancesFor(c.claim)) == 1 }, 60*time.Second, 100*time.Millisecond, c.claim)
+	}
+	doomed, kept := template("default-doomed1"), template("default-kept1")
+	require.NotEqual(t, doomed, kept)
+	cfg, err := awsconfig.LoadDefaultConfig(e.ctx)
+	require.NoError(t, err)
+	api := ec2.NewFromConfig(cfg)
+	exists := func(id string) bool {
+		out, err := api.DescribeLaunchTemplates(e.ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{id}})
+		return err == nil && len(out.LaunchTemplates) == 1
+	}
+	require.True(t, exists(doomed))
+	_, err = e2e.Kubectl(e2e.Cluster(t), "delete", "-f", path)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !exists(doomed) }, 30*time.Second, 100*time.Millisecond, "the deleted class's template is deleted")
+	assert.True(t, exists(kept), "the template of a class that remains stays")
 }

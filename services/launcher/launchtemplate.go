@@ -110,3 +110,44 @@ func (t *templates) create(ctx context.Context, name string, spec templateSpec) 
 	}
 	return nil
 }
+
+// collect deletes this cluster's launch templates whose node class is gone (classes holds the
+// names of those that exist): nothing launches from them again. It forgets them too, so a class
+// made again under the same name gets its template made again.
+func (t *templates) collect(ctx context.Context, cluster string, classes map[string]bool) (int, error) {
+	p := ec2.NewDescribeLaunchTemplatesPaginator(t.api, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:kubernetes.io/cluster/" + cluster), Values: []string{"owned"}},
+		{Name: aws.String("tag-key"), Values: []string{classTag}},
+	}})
+	deleted := 0
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return deleted, fmt.Errorf("describing launch templates: %w", err)
+		}
+		for _, lt := range page.LaunchTemplates {
+			class := ""
+			for _, tag := range lt.Tags {
+				if aws.ToString(tag.Key) == classTag {
+					class = aws.ToString(tag.Value)
+				}
+			}
+			if classes[class] {
+				continue
+			}
+			name := aws.ToString(lt.LaunchTemplateName)
+			_, err := t.api.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String(name)})
+			if err != nil && apiErrorCode(err) != "InvalidLaunchTemplateName.NotFoundException" {
+				return deleted, fmt.Errorf("deleting launch template %s: %w", name, err)
+			}
+			t.mu.Lock()
+			delete(t.seen, name)
+			t.mu.Unlock()
+			deleted++
+		}
+	}
+	return deleted, nil
+}
+
+// classTag names the node class a template was made for.
+const classTag = "karpenter.k8s.aws/ec2nodeclass"

@@ -88,6 +88,15 @@ func run(ctx context.Context, args []string) error {
 		return service.Every(gctx, cfg.StatusInterval, func() { logErr(l, st.pass(gctx), "updating node class and pool statuses") })
 	})
 	g.Go(func() error {
+		return service.Every(gctx, cfg.TemplateGC, func() {
+			n, err := l.templates.collect(gctx, cfg.ClusterName, st.classNames())
+			logErr(l, err, "deleting launch templates of deleted node classes")
+			if n > 0 {
+				rt.Log.Info().Int("deleted", n).Msg("deleted launch templates of deleted node classes")
+			}
+		})
+	})
+	g.Go(func() error {
 		// Launching needs the instance facts of the published catalog: there at once when the
 		// bucket holds one, after the first refresh on a first start.
 		if err := l.types.Wait(gctx, rt.Log); err != nil {

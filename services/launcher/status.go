@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
+	ec2v1alpha1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1alpha1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 )
@@ -166,4 +167,16 @@ func writeStatus(ctx context.Context, api dynamic.NamespaceableResourceInterface
 		return nil
 	}
 	return err
+}
+
+// classNames are the node classes that exist, of both generations.
+func (s *statuses) classNames() map[string]bool {
+	out := map[string]bool{}
+	for _, nc := range clusterstate.List[ec2v1.EC2NodeClass](s.cache.NodeClasses, nil) {
+		out[nc.Name] = true
+	}
+	for _, t := range clusterstate.List[ec2v1alpha1.AWSNodeTemplate](s.cache.Templates, nil) {
+		out[t.Name] = true
+	}
+	return out
 }

@@ -121,9 +121,10 @@ func TestIAMPolicies(t *testing.T) {
 	terminator := rolePolicy(t, tpl, "TerminatorRole")
 
 	require.Subset(t, actions(launcher), []string{"ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:DescribeLaunchTemplates",
-		"ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeImages", "ec2:DescribeInstances",
+		"ec2:DeleteLaunchTemplate", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeImages",
 		"ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory",
-		"ec2:CreateTags", "ec2:TerminateInstances", "iam:PassRole"})
+		"ec2:CreateTags", "iam:PassRole"})
+	require.NotContains(t, actions(launcher), "ec2:TerminateInstances", "the launcher launches; the terminator terminates")
 	require.ElementsMatch(t, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes",
 		"ec2:DescribeInstances", "ec2:TerminateInstances"}, actions(terminator))
 
