@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,9 +44,10 @@ func (s *statuses) pass(ctx context.Context) error {
 			errs = append(errs, writeStatus(ctx, s.classes, next))
 		}
 	}
+	launched := s.launchedByPool()
 	for _, np := range clusterstate.List[karpv1.NodePool](s.cache.NodePools, nil) {
 		next := np.DeepCopy()
-		s.poolStatus(next, ready)
+		poolStatus(next, launched[np.Name], ready)
 		if !equality.Semantic.DeepEqual(np.Status, next.Status) {
 			errs = append(errs, writeStatus(ctx, s.pools, next))
 		}
@@ -103,25 +105,42 @@ func (s *statuses) resolve(ctx context.Context, nc *ec2v1.EC2NodeClass) string {
 	return ""
 }
 
-// poolStatus counts the pool's launched claims and sums their capacity (resources.nodes is the
-// count, as Karpenter reports it), and says whether the pool's node class is Ready.
-func (s *statuses) poolStatus(np *karpv1.NodePool, classes map[string]string) {
-	total := corev1.ResourceList{}
-	nodes := int64(0)
+// launchedByPool sums, per pool, the capacity of its launched claims, with their count as
+// "nodes" (as Karpenter reports it), in one pass over the claims.
+func (s *statuses) launchedByPool() map[string]corev1.ResourceList {
+	out := map[string]corev1.ResourceList{}
 	for _, nc := range s.cache.Claims() {
-		if nc.Labels[karpv1.NodePoolLabelKey] != np.Name || nc.Status.ProviderID == "" {
+		pool := nc.Labels[karpv1.NodePoolLabelKey]
+		if pool == "" || nc.Status.ProviderID == "" {
 			continue
 		}
-		nodes++
+		total := out[pool]
+		if total == nil {
+			total = corev1.ResourceList{}
+			out[pool] = total
+		}
 		for name, q := range nc.Status.Capacity {
 			sum := total[name]
 			sum.Add(q)
 			total[name] = sum
 		}
+		nodes := total[nodesResource]
+		nodes.Add(*resource.NewQuantity(1, resource.DecimalSI))
+		total[nodesResource] = nodes
 	}
-	total[corev1.ResourceName("nodes")] = *resource.NewQuantity(nodes, resource.DecimalSI)
-	np.Status.Resources = total
-	c := metav1.Condition{Type: karpv1.ConditionTypeNodeClassReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: "node class is ready"}
+	return out
+}
+
+const nodesResource = corev1.ResourceName("nodes")
+
+// poolStatus records the pool's launched capacity and whether its node class is Ready.
+func poolStatus(np *karpv1.NodePool, launched corev1.ResourceList, classes map[string]string) {
+	if launched == nil {
+		launched = corev1.ResourceList{nodesResource: *resource.NewQuantity(0, resource.DecimalSI)}
+	}
+	np.Status.Resources = launched
+	c := metav1.Condition{Type: karpv1.ConditionTypeNodeClassReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: "node class is ready",
+		ObservedGeneration: np.Generation}
 	class := ""
 	if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil {
 		class = ref.Name
@@ -132,28 +151,9 @@ func (s *statuses) poolStatus(np *karpv1.NodePool, classes map[string]string) {
 	case why != "":
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "NodeClassNotReady", fmt.Sprintf("EC2NodeClass %s: %s", class, why)
 	}
-	setPoolCondition(np, c)
-	ready := c
-	ready.Type = "Ready"
-	setPoolCondition(np, ready)
-}
-
-func setPoolCondition(np *karpv1.NodePool, c metav1.Condition) {
-	c.ObservedGeneration = np.Generation
-	for i := range np.Status.Conditions {
-		if cur := np.Status.Conditions[i]; cur.Type == c.Type {
-			if cur.Status == c.Status {
-				c.LastTransitionTime = cur.LastTransitionTime
-			}
-			if c.LastTransitionTime.IsZero() {
-				c.LastTransitionTime = metav1.Now()
-			}
-			np.Status.Conditions[i] = c
-			return
-		}
-	}
-	c.LastTransitionTime = metav1.Now()
-	np.Status.Conditions = append(np.Status.Conditions, c)
+	meta.SetStatusCondition(&np.Status.Conditions, c)
+	c.Type = "Ready"
+	meta.SetStatusCondition(&np.Status.Conditions, c)
 }
 
 // writeStatus writes an object's status as the cache had it, plus the change: a conflict (it
