@@ -232,7 +232,7 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 			types = append(types, fleetType{Name: opt.GetName(), LaunchTemplate: lt})
 		}
 	}
-	req := fleetRequest{ClientToken: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.tags(intent, class)}
+	req := fleetRequest{ClientToken: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.claimTags(intent, class)}
 	for try := 0; ; try++ {
 		req.Unavailable = l.unavailable.Set()
 		start := l.now()
@@ -312,20 +312,15 @@ func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSp
 		// not valid MIME: retrying will not help, the node class must change.
 		return templateSpec{}, fmt.Errorf("%w %s: %w", errNodeClassInvalid, class.Name, err)
 	}
-	// The claim's own tags (its name) go on the fleet's instances and volumes, not the template:
-	// claims of one configuration share one template, so launches never exhaust the account's
-	// template quota.
-	tags := l.tags(intent, class)
-	delete(tags, "karpenter.sh/nodeclaim")
-	delete(tags, "Name")
 	return templateSpec{ClusterName: l.cfg.ClusterName, NodeClass: class.Name, ImageID: img.ID, SecurityGroupIDs: sgs,
-		UserData: ud, InstanceProfile: class.InstanceProfile, Tags: tags}, nil
+		UserData: ud, InstanceProfile: class.InstanceProfile, Tags: l.tags(intent, class)}, nil
 }
 
 const unregisteredTaintKey = "karpenter.sh/unregistered"
 
-// tags mark every resource as this cluster's and name its pool and claim; only instances so
-// tagged are ever garbage-collected or terminated.
+// tags mark every resource as this cluster's and name its pool and node class; only resources
+// so tagged are ever garbage-collected or terminated. They are the launch template's: claims of
+// one configuration share one template, so launches never exhaust the account's template quota.
 func (l *launcher) tags(intent *launchv1.LaunchIntent, class nodeClassSpec) map[string]string {
 	tags := map[string]string{}
 	for k, v := range class.Tags {
@@ -334,8 +329,14 @@ func (l *launcher) tags(intent *launchv1.LaunchIntent, class nodeClassSpec) map[
 	tags["kubernetes.io/cluster/"+l.cfg.ClusterName] = "owned"
 	tags["eks:eks-cluster-name"] = l.cfg.ClusterName
 	tags["karpenter.sh/nodepool"] = intent.GetNodePoolName()
-	tags["karpenter.sh/nodeclaim"] = intent.GetNodeClaimName()
 	tags[classTag] = class.Name
+	return tags
+}
+
+// claimTags are tags plus the claim's own, for the fleet's instances and volumes.
+func (l *launcher) claimTags(intent *launchv1.LaunchIntent, class nodeClassSpec) map[string]string {
+	tags := l.tags(intent, class)
+	tags["karpenter.sh/nodeclaim"] = intent.GetNodeClaimName()
 	tags["Name"] = intent.GetNodePoolName() + "/" + intent.GetNodeClaimName()
 	return tags
 }

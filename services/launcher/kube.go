@@ -18,6 +18,7 @@ import (
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/apis/translate"
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
@@ -121,8 +122,10 @@ func (k *kubeClaims) MarkLaunched(ctx context.Context, name string, info launchI
 		}
 		// Karpenter's well-known labels of the offering launched, which registration puts on
 		// the node: the whole instance-type family of labels, zone, zone id, capacity type.
+		var facts catalog.InstanceType
 		if info.Type != nil {
-			maps.Copy(nc.Labels, scheduling.TypeLabels(catalogkv.Facts(info.Type)))
+			facts = catalogkv.Facts(info.Type)
+			maps.Copy(nc.Labels, scheduling.TypeLabels(facts))
 		}
 		nc.Labels[karpv1.LabelInstanceType] = info.InstanceType
 		nc.Labels[karpv1.LabelTopologyZone] = info.Zone
@@ -134,7 +137,7 @@ func (k *kubeClaims) MarkLaunched(ctx context.Context, name string, info launchI
 		nc.Status.ImageID = info.ImageID
 		if info.Type != nil {
 			// What the node will register, as the scheduler planned it (scheduling.TypeCapacity).
-			it := scheduling.InstanceType{Capacity: scheduling.TypeCapacity(catalogkv.Facts(info.Type))}
+			it := scheduling.InstanceType{Capacity: scheduling.TypeCapacity(facts)}
 			nc.Status.Capacity, nc.Status.Allocatable = podproj.KubeResources(it.Capacity), podproj.KubeResources(it.Allocatable())
 		}
 		nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched",
