@@ -41,6 +41,11 @@ func provisionerObj() map[string]any {
 		"providerRef":{"name":"default"},"ttlSecondsAfterEmpty":30}}`)
 }
 
+func awsNodeTemplate() map[string]any {
+	return obj(`{"apiVersion":"karpenter.k8s.aws/v1alpha1","kind":"AWSNodeTemplate","metadata":{"name":"validation"},"spec":{
+		"subnetSelector":{"karpenter.sh/discovery":"demo"},"securityGroupSelector":{"karpenter.sh/discovery":"demo"}}}`)
+}
+
 func obj(s string) map[string]any {
 	var m map[string]any
 	if err := json.Unmarshal([]byte(s), &m); err != nil {
@@ -87,7 +92,10 @@ var schemaCases = []schemaCase{
 	{"nodepool: operator Gte", nodePool, set("spec.template.spec.requirements", `[{"key":"karpenter.k8s.aws/instance-cpu","operator":"Gte","values":["4"]}]`), ""},
 	{"nodepool: minValues met", nodePool, set("spec.template.spec.requirements", `[{"key":"karpenter.k8s.aws/instance-family","operator":"In","values":["m5","c5"],"minValues":2}]`), ""},
 	{"nodepool: Never", nodePool, set("spec.template.spec.expireAfter", `"Never"`), ""},
-	{"nodepool: scheduled budget", nodePool, set("spec.disruption.budgets", `[{"nodes":"0","schedule":"@daily","duration":"10m","reasons":["Drifted"]}]`), ""},
+	{"nodepool: the default budget written out", nodePool, set("spec.disruption.budgets", `[{"nodes":"10%"}]`), ""},
+	// Budgets are not enforced yet: any but the default is refused rather than accepted and ignored.
+	{"nodepool: scheduled budget", nodePool, set("spec.disruption.budgets", `[{"nodes":"0","schedule":"@daily","duration":"10m","reasons":["Drifted"]}]`), "Fleetwright does not enforce disruption budgets yet"},
+	{"nodepool: budget of no nodes", nodePool, set("spec.disruption.budgets", `[{"nodes":"0"}]`), "Fleetwright does not enforce disruption budgets yet"},
 	{"nodepool: unknown operator", nodePool, set("spec.template.spec.requirements", `[{"key":"kubernetes.io/arch","operator":"Equals","values":["arm64"]}]`), `Unsupported value: "Equals"`},
 	{"nodepool: weight 0", nodePool, set("spec.weight", `0`), "should be greater than or equal to 1"},
 	{"nodepool: weight 101", nodePool, set("spec.weight", `101`), "should be less than or equal to 100"},
@@ -126,6 +134,16 @@ var schemaCases = []schemaCase{
 	{"ec2nodeclass: subnet id and tags", ec2NodeClass, set("spec.subnetSelectorTerms", `[{"id":"subnet-1","tags":{"a":"b"}}]`), "'id' is mutually exclusive"},
 	{"ec2nodeclass: empty tag value", ec2NodeClass, set("spec.securityGroupSelectorTerms", `[{"tags":{"a":""}}]`), "empty tag keys or values aren't supported"},
 	{"ec2nodeclass: cluster tag", ec2NodeClass, set("spec.tags", `{"kubernetes.io/cluster/demo":"owned"}`), "restricted tag matching kubernetes.io/cluster/"},
+	{"ec2nodeclass: Windows family", ec2NodeClass, func(m map[string]any) {
+		set("spec.amiSelectorTerms", `[{"id":"ami-0123"}]`)(m)
+		set("spec.amiFamily", `"Windows2022"`)(m)
+	}, "Fleetwright does not launch Windows nodes"},
+	{"ec2nodeclass: Windows alias", ec2NodeClass, set("spec.amiSelectorTerms", `[{"alias":"windows2019@latest"}]`), "Fleetwright does not launch Windows nodes"},
+	{"ec2nodeclass: Custom family", ec2NodeClass, func(m map[string]any) {
+		set("spec.amiSelectorTerms", `[{"id":"ami-0123"}]`)(m)
+		set("spec.amiFamily", `"Custom"`)(m)
+		set("spec.userData", `"#!/bin/bash\n/etc/eks/bootstrap.sh demo"`)(m)
+	}, ""},
 	{"ec2nodeclass: Ubuntu family", ec2NodeClass, set("spec.amiFamily", `"Ubuntu"`), `Unsupported value: "Ubuntu"`},
 	{"ec2nodeclass: hop limit 65", ec2NodeClass, set("spec.metadataOptions", `{"httpPutResponseHopLimit":65}`), "should be less than or equal to 64"},
 	{"ec2nodeclass: two root volumes", ec2NodeClass, set("spec.blockDeviceMappings", `[{"deviceName":"/dev/xvda","rootVolume":true},{"deviceName":"/dev/xvdb","rootVolume":true}]`), "must have only one blockDeviceMappings with rootVolume"},
@@ -136,6 +154,11 @@ var schemaCases = []schemaCase{
 		unset("spec.providerRef")(m)
 		set("spec.provider", `{"subnetSelector":{"a":"b"},"securityGroupSelector":{"a":"b"}}`)(m)
 	}, ""},
+	{"provisioner: containerd", provisionerObj, set("spec.kubeletConfiguration", `{"containerRuntime":"containerd"}`), ""},
+	{"provisioner: dockerd", provisionerObj, set("spec.kubeletConfiguration", `{"containerRuntime":"dockerd"}`), "Fleetwright nodes run containerd"},
+	// AWSNodeTemplate
+	{"awsnodetemplate: valid base", awsNodeTemplate, func(map[string]any) {}, ""},
+	{"awsnodetemplate: own launch template", awsNodeTemplate, set("spec.launchTemplate", `"my-template"`), "launchTemplate is not supported"},
 	{"provisioner: weight 0", provisionerObj, set("spec.weight", `0`), "should be greater than or equal to 1"},
 	{"provisioner: emptiness ttl and consolidation", provisionerObj, set("spec.consolidation", `{"enabled":true}`), "ttlSecondsAfterEmpty and consolidation.enabled are mutually exclusive"},
 	{"provisioner: unknown operator", provisionerObj, set("spec.requirements", `[{"key":"a","operator":"Equals","values":["b"]}]`), `Unsupported value: "Equals"`},

@@ -67,6 +67,7 @@ type EC2NodeClassSpec struct {
 	AMISelectorTerms []AMISelectorTerm `json:"amiSelectorTerms"`
 	// AMIFamily says how user data is written for the AMIs; taken from the alias when unset.
 	// +kubebuilder:validation:Enum=AL2;AL2023;Bottlerocket;Custom;Windows2019;Windows2022
+	// +kubebuilder:validation:XValidation:message="Fleetwright does not launch Windows nodes: amiFamily Windows2019 and Windows2022 are not supported",rule="!(self in ['Windows2019', 'Windows2022'])"
 	// +optional
 	AMIFamily *string `json:"amiFamily,omitempty"`
 	// UserData is merged with (or, for Custom, replaces) the user data Fleetwright writes.
@@ -145,6 +146,7 @@ type AMISelectorTerm struct {
 	// +kubebuilder:validation:XValidation:message="'alias' is improperly formatted, must match the format 'family@version'",rule="self.matches('^[a-zA-Z0-9]+@.+$')"
 	// +kubebuilder:validation:XValidation:message="family is not supported, must be one of the following: 'al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022'",rule="self.find('^[^@]+') in ['al2', 'al2023', 'bottlerocket', 'windows2019', 'windows2022']"
 	// +kubebuilder:validation:XValidation:message="windows families may only specify version 'latest'",rule="self.find('^[^@]+') in ['windows2019', 'windows2022'] ? self.find('[^@]+$') == 'latest' : true"
+	// +kubebuilder:validation:XValidation:message="Fleetwright does not launch Windows nodes: windows2019 and windows2022 aliases are not supported",rule="!(self.find('^[^@]+') in ['windows2019', 'windows2022'])"
 	// +kubebuilder:validation:MaxLength=30
 	// +optional
 	Alias string `json:"alias,omitempty"`

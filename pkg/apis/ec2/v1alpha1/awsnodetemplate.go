@@ -43,6 +43,7 @@ type AWSNodeTemplateList struct {
 
 // AWSNodeTemplateSpec is how to launch an instance. Its AWS fields are also what a
 // Provisioner's inline provider holds.
+// +kubebuilder:validation:XValidation:message="launchTemplate is not supported: Fleetwright, like Karpenter v1, launches from launch templates it makes itself; put the template's settings (metadataOptions, blockDeviceMappings, userData, ...) in the AWSNodeTemplate",rule="!has(self.launchTemplate)"
 type AWSNodeTemplateSpec struct {
 	// UserData is merged with the user data Fleetwright writes.
 	// +optional

@@ -131,6 +131,7 @@ type Consolidation struct {
 }
 
 // KubeletConfiguration is the v1alpha5 kubelet settings subset.
+// +kubebuilder:validation:XValidation:message="Fleetwright nodes run containerd: containerRuntime must be containerd or unset",rule="!has(self.containerRuntime) || self.containerRuntime == 'containerd'"
 type KubeletConfiguration struct {
 	// +optional
 	ClusterDNS []string `json:"clusterDNS,omitempty"`
