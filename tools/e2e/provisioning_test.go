@@ -10,11 +10,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/catalog"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/tools/awsemu"
 	"github.com/fleetwright/fleetwright/tools/e2e"
 )
@@ -97,6 +99,56 @@ func podEvents(t *testing.T, s *e2e.Stack, reason string) []string {
 	return out
 }
 
+// hasTypeLabels checks that a launched node carries Karpenter's full label set for its
+// instance type and offering, computed from the catalog as Karpenter would, and no empty value.
+func hasTypeLabels(t *testing.T, n corev1.Node) {
+	t.Helper()
+	it, ok := catalog.Lookup(n.Labels[corev1.LabelInstanceTypeStable])
+	require.True(t, ok, "node %s has a catalog instance type", n.Name)
+	for k, v := range scheduling.TypeLabels(it) {
+		assert.Equal(t, v, n.Labels[k], "node %s (%s): label %s", n.Name, it.Name, k)
+	}
+	for _, k := range []string{karpv1.NodePoolLabelKey, karpv1.CapacityTypeLabelKey, corev1.LabelTopologyZone, "topology.k8s.aws/zone-id"} {
+		assert.NotEmpty(t, n.Labels[k], "node %s: label %s", n.Name, k)
+	}
+	for k, v := range n.Labels {
+		assert.NotEmpty(t, v, "node %s: label %s is empty", n.Name, k)
+	}
+}
+
+// landsOnExistingNode creates a small pod that selects the instance generation of an existing
+// node (a label only Karpenter's full set carries) and checks that it runs there, with no
+// NodeClaim launched for it.
+func landsOnExistingNode(t *testing.T, s *e2e.Stack) {
+	t.Helper()
+	ctx := context.Background()
+	before := len(nodeClaims(t, s))
+	node := launchedNodes(t, s)[0]
+	gen := node.Labels[scheduling.LabelInstanceGeneration]
+	require.NotEmpty(t, gen)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "by-generation", Namespace: "default", Labels: map[string]string{"app": "by-generation"}},
+		Spec: corev1.PodSpec{
+			NodeSelector:                  map[string]string{scheduling.LabelInstanceGeneration: gen},
+			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{Name: "pause", Image: "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")}}}},
+		},
+	}
+	_, err := s.Kube.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	podsRunning(t, s, "app=by-generation", 1, time.Minute)
+	got, err := s.Kube.CoreV1().Pods("default").Get(ctx, "by-generation", metav1.GetOptions{})
+	require.NoError(t, err)
+	landed := false
+	for _, n := range launchedNodes(t, s) {
+		landed = landed || n.Name == got.Spec.NodeName
+	}
+	assert.True(t, landed, "the pod selecting %s=%s runs on a node launched before it (%s)", scheduling.LabelInstanceGeneration, gen, got.Spec.NodeName)
+	assert.Len(t, nodeClaims(t, s), before, "no NodeClaim was made for a pod an existing node could take")
+}
+
 // The getting-started scale-up with the v1 example: 5 pods pending → NodeClaims →
 // instances → nodes that carry the pool's labels and taints → 5 pods Running, on as few
 // nodes as fit.
@@ -143,6 +195,7 @@ func TestScaleUpV1(t *testing.T) {
 		assert.Equal(t, "arm64", n.Labels[corev1.LabelArchStable])
 		assert.Equal(t, "web", n.Labels["team"], "the pool's label")
 		assert.Contains(t, n.Spec.Taints, corev1.Taint{Key: "example.com/dedicated", Value: "web", Effect: corev1.TaintEffectNoSchedule}, "the pool's taint")
+		hasTypeLabels(t, n)
 	}
 	assert.NotEmpty(t, podEvents(t, s, "Nominated"), "pods were told which NodeClaim they wait for")
 
@@ -156,6 +209,7 @@ func TestScaleUpV1(t *testing.T) {
 		}
 	}
 	assert.Equal(t, len(claims), running, "one instance per NodeClaim, none orphaned")
+	landsOnExistingNode(t, s)
 }
 
 // The same with the v1alpha5 example: a spot-only Provisioner and an AWSNodeTemplate.
@@ -173,6 +227,7 @@ func TestScaleUpV1Alpha5(t *testing.T) {
 		assert.Equal(t, "default", n.Labels["karpenter.sh/provisioner-name"])
 		assert.Equal(t, "amd64", n.Labels[corev1.LabelArchStable], "Karpenter's default arch")
 		assert.Regexp(t, `^[cmr]\d`, n.Labels[corev1.LabelInstanceTypeStable], "Karpenter's default categories")
+		hasTypeLabels(t, n)
 	}
 	// No second node where one suffices: the plan costs no more than the cheapest single
 	// default-category spot node in us-east-1a with room for all five pods (8 vCPU, 16 GiB).
@@ -185,6 +240,7 @@ func TestScaleUpV1Alpha5(t *testing.T) {
 		}
 	}
 	assert.LessOrEqual(t, planCost(t, s), cheapestSingle+1e-9, "no dearer than one node that fits all")
+	landsOnExistingNode(t, s)
 }
 
 // No pool at all: the pods stay pending and are told why; a pool whose taint they do not
