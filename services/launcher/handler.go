@@ -40,6 +40,7 @@ type claimState struct {
 	Initialized   bool
 	Created       time.Time
 	Labels        map[string]string // labels the claim asks its node to carry
+	Annotations   map[string]string // and annotations (the pool template's), as Karpenter syncs them
 	StartupTaints []*commonv1.Taint
 }
 

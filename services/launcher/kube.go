@@ -87,10 +87,7 @@ func stateOf(nc *karpv1.NodeClaim) claimState {
 		Name: nc.Name, UID: string(nc.UID), NodePool: nc.Labels[karpv1.NodePoolLabelKey], ProviderID: nc.Status.ProviderID,
 		NodeName: nc.Status.NodeName, Deleting: nc.DeletionTimestamp != nil, Created: nc.CreationTimestamp.Time,
 		Registered: nc.IsTrue(karpv1.ConditionTypeRegistered), Initialized: nc.IsTrue(karpv1.ConditionTypeInitialized),
-		Labels: map[string]string{},
-	}
-	for k, v := range nc.Labels {
-		s.Labels[k] = v
+		Labels: maps.Clone(nc.Labels), Annotations: maps.Clone(nc.Annotations),
 	}
 	for _, t := range nc.Spec.StartupTaints {
 		s.StartupTaints = append(s.StartupTaints, &commonv1.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
@@ -243,10 +240,10 @@ func (k *kubeNodes) List(context.Context) ([]nodeState, error) {
 	return out, nil
 }
 
-// Adopt labels the node, removes the taints and puts the termination finalizer on it (so a
+// Adopt labels and annotates the node, removes the taints and puts the termination finalizer on it (so a
 // node deleted by hand is drained and its instance terminated first), on the node as the API
 // server has it now (an update conflicts, and is retried, if the node changed in between).
-func (k *kubeNodes) Adopt(ctx context.Context, name string, labels map[string]string, removeTaints []string) error {
+func (k *kubeNodes) Adopt(ctx context.Context, name string, labels, annotations map[string]string, removeTaints []string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := k.api.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -256,6 +253,10 @@ func (k *kubeNodes) Adopt(ctx context.Context, name string, labels map[string]st
 			n.Labels = map[string]string{}
 		}
 		maps.Copy(n.Labels, labels)
+		if len(annotations) > 0 && n.Annotations == nil {
+			n.Annotations = map[string]string{}
+		}
+		maps.Copy(n.Annotations, annotations)
 		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return slices.Contains(removeTaints, t.Key) })
 		if n.DeletionTimestamp == nil && !slices.Contains(n.Finalizers, karpv1.TerminationFinalizer) {
 			n.Finalizers = append(n.Finalizers, karpv1.TerminationFinalizer)

@@ -137,7 +137,8 @@ func (e *env) claim(name string, types ...string) *launchv1.LaunchIntent {
 func (e *env) claimOf(class, name string, types ...string) *launchv1.LaunchIntent {
 	e.t.Helper()
 	nc := &karpv1.NodeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "default", "team": "a"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "default", "team": "a"},
+			Annotations: map[string]string{"example.com/owner": "team-a"}},
 		Spec: karpv1.NodeClaimSpec{
 			NodeClassRef:  &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: class},
 			Requirements:  []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: types}},
@@ -263,6 +264,7 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 	assert.Equal(t, "default", node.Labels[karpv1.NodePoolLabelKey])
 	assert.Equal(t, "spot", node.Labels[karpv1.CapacityTypeLabelKey])
 	assert.Equal(t, "a", node.Labels["team"], "the pool's labels come through user data")
+	assert.Equal(t, "team-a", node.Annotations["example.com/owner"], "the claim's annotations (the pool template's) reach the node")
 	assert.Equal(t, "arm64", node.Labels[karpv1.LabelArch])
 	assert.Equal(t, "true", node.Labels["karpenter.sh/initialized"])
 	// Karpenter's well-known labels of the offering, whatever the pods asked for.

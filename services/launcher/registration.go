@@ -31,8 +31,8 @@ type nodeState struct {
 // nodeStore reads and patches Nodes.
 type nodeStore interface {
 	List(ctx context.Context) ([]nodeState, error)
-	// Adopt labels the node for its claim, removes the given taints and finalizes it.
-	Adopt(ctx context.Context, name string, labels map[string]string, removeTaints []string) error
+	// Adopt labels and annotates the node for its claim, removes the given taints and finalizes it.
+	Adopt(ctx context.Context, name string, labels, annotations map[string]string, removeTaints []string) error
 }
 
 // registrar links Nodes to NodeClaims and marks them initialized. A node that never registers is
@@ -80,10 +80,11 @@ func (r *registrar) reconcile(ctx context.Context) error {
 
 func (r *registrar) register(ctx context.Context, c claimState, n nodeState, log zerolog.Logger) error {
 	// The claim's labels: its pool (karpenter.sh/nodepool, or a v1alpha5 claim's
-	// karpenter.sh/provisioner-name), the pool's own labels and the offering's well-known ones.
+	// karpenter.sh/provisioner-name), the pool's own labels and the offering's well-known ones;
+	// and its annotations, which include the pool template's.
 	labels := map[string]string{karpv1.NodeRegisteredLabelKey: "true"}
 	maps.Copy(labels, c.Labels)
-	if err := r.nodes.Adopt(ctx, n.Name, labels, []string{unregisteredTaintKey}); err != nil {
+	if err := r.nodes.Adopt(ctx, n.Name, labels, c.Annotations, []string{unregisteredTaintKey}); err != nil {
 		return err
 	}
 	if err := r.claims.MarkRegistered(ctx, c.Name, n.Name); err != nil {
@@ -106,7 +107,7 @@ func (r *registrar) initialize(ctx context.Context, c claimState, n nodeState, l
 			return nil // not yet: looked at again on the next pass
 		}
 	}
-	if err := r.nodes.Adopt(ctx, n.Name, map[string]string{"karpenter.sh/initialized": "true"}, nil); err != nil {
+	if err := r.nodes.Adopt(ctx, n.Name, map[string]string{"karpenter.sh/initialized": "true"}, nil, nil); err != nil {
 		return err
 	}
 	if err := r.claims.MarkInitialized(ctx, c.Name); err != nil {
