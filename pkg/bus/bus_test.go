@@ -308,6 +308,46 @@ func TestUnackedMessageIsRedeliveredAfterConsumerDies(t *testing.T) {
 	assert.GreaterOrEqual(t, d.Attempt, uint64(2), "it is a redelivery")
 }
 
+// A live consumer keeps its messages however long its handlers run, and however long a
+// message waits its turn in a fetched batch: heartbeats keep them in progress, so another
+// replica never gets one while the first still works on it (AckWait is short for fast recovery).
+func TestSlowHandlerKeepsItsMessagesWithHeartbeats(t *testing.T) {
+	e := newEnv(t)
+	c1 := e.connect(t, "replica-1")
+	c2 := e.connect(t, "replica-2")
+	subj := e.prefix.Of(subject.TerminationsIntents)
+	spec := bus.ConsumerSpec{Durable: "terminator", Subject: subj, AckWait: 500 * time.Millisecond, Batch: 3}
+	for _, id := range []string{"a", "b", "c"} {
+		require.NoError(t, c1.Publish(context.Background(), subj, str("drain "+id), "term-"+id))
+	}
+
+	var got received[bus.Delivery]
+	started := make(chan struct{}, 3)
+	runConsumer(t, func(ctx context.Context) error {
+		return bus.Consume(ctx, c1, spec, func(_ context.Context, _ *wrapperspb.StringValue, d bus.Delivery) error {
+			started <- struct{}{}
+			got.add(d)
+			time.Sleep(4 * spec.AckWait) // a slow drain
+			return nil
+		})
+	})
+	<-started // replica 1 has fetched the batch
+	runConsumer(t, func(ctx context.Context) error {
+		return bus.Consume(ctx, c2, spec, func(_ context.Context, _ *wrapperspb.StringValue, d bus.Delivery) error {
+			got.add(d)
+			return nil
+		})
+	})
+	require.Eventually(t, func() bool { return len(got.snapshot()) >= 3 }, waitFor, tick)
+	time.Sleep(4 * spec.AckWait) // room for a wrongful redelivery to show
+	ids := map[string]int{}
+	for _, d := range got.snapshot() {
+		ids[d.MsgID]++
+		assert.Equal(t, uint64(1), d.Attempt, "%s was redelivered while replica 1 still worked on it", d.MsgID)
+	}
+	assert.Equal(t, map[string]int{"term-a": 1, "term-b": 1, "term-c": 1}, ids, "each message handled once")
+}
+
 // A consumer added to a running system with Recent starts at recent messages, not the whole
 // stream; once created, it keeps its place when it is ensured again.
 func TestRecentConsumerSkipsOldMessages(t *testing.T) {

@@ -66,10 +66,14 @@ func IsPermanent(err error) bool {
 // a new T; an undecodable one (bad bytes, or an Fw-Type naming another type)
 // is dead-lettered at once and the consumer goes on.
 //
+// Every fetched message that is not settled yet, running or waiting its turn
+// in the batch, is kept in progress with a heartbeat every AckWait/3: the
+// server redelivers it only when this process stops beating, that is, dies.
+//
 // Stopping is graceful: when ctx is cancelled Consume stops fetching, lets
 // the handler in flight finish (its context is not cancelled, but ends after
-// AckWait, when the server would redeliver anyway), hands unstarted messages
-// of the current batch back with a Nak, and returns nil. It returns an error
+// HandlerTimeout), hands unstarted messages of the current batch back with a
+// Nak, and returns nil. It returns an error
 // if the consumer cannot be ensured or the connection is closed under it.
 func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, handler Handler[T]) error {
 	spec = spec.withDefaults()
@@ -93,13 +97,16 @@ func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, h
 			clock.Sleep(ctx, spec.FetchWait)
 			continue
 		}
-		for msg := range batch.Messages() {
+		beats := newHeartbeat(spec.AckWait/3, w.log)
+		for msg := range beats.track(batch.Messages()) {
 			if ctx.Err() != nil {
 				_ = msg.Nak() // not started: let another replica have it now
-				continue
+			} else {
+				w.handle(base, msg)
 			}
-			w.handle(base, msg)
+			beats.settled(msg)
 		}
+		beats.stop()
 		if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) {
 			w.log.Warn().Err(err).Msg("fetch ended with error")
 			clock.Sleep(ctx, spec.FetchWait)
@@ -147,7 +154,7 @@ func (w *worker[T]) handle(base context.Context, msg jetstream.Msg) {
 		return
 	}
 
-	hctx, hcancel := context.WithTimeout(ctx, w.spec.AckWait)
+	hctx, hcancel := context.WithTimeout(ctx, w.spec.HandlerTimeout)
 	start := time.Now()
 	err = w.run(hctx, v, d)
 	hcancel()

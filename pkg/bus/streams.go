@@ -75,9 +75,15 @@ type ConsumerSpec struct {
 	Subject string
 	// Stream is the stream name; empty means the stream that captures Subject.
 	Stream string
-	// AckWait is how long the server waits for an ack before redelivering;
-	// zero means 30s.
+	// AckWait is how long the server waits for an ack, or a heartbeat, before
+	// redelivering; zero means 5s. While a handler runs, Consume tells the
+	// server the message is in progress every AckWait/3, so a live consumer's
+	// message is never redelivered and a dead one's comes back within AckWait.
 	AckWait time.Duration
+	// HandlerTimeout is how long one handler may run (its context's deadline);
+	// zero means 1 minute. A handler that needs longer should return an error
+	// and resume on the redelivery.
+	HandlerTimeout time.Duration
 	// MaxDeliver bounds deliveries; the last failed one is dead-lettered.
 	// Zero means 5; negative means unlimited (never dead-letter on retries).
 	MaxDeliver int
@@ -107,7 +113,10 @@ var defaultNakDelays = []time.Duration{time.Second, 5 * time.Second, 15 * time.S
 
 func (s ConsumerSpec) withDefaults() ConsumerSpec {
 	if s.AckWait <= 0 {
-		s.AckWait = 30 * time.Second
+		s.AckWait = 5 * time.Second
+	}
+	if s.HandlerTimeout <= 0 {
+		s.HandlerTimeout = time.Minute
 	}
 	if s.MaxDeliver == 0 {
 		s.MaxDeliver = 5

@@ -106,7 +106,7 @@ func run(ctx context.Context, args []string) error {
 			g.Go(func() error {
 				return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{
 					Durable: "launcher", Subject: rt.Bus.Prefix().Of(subject.LaunchIntents),
-					AckWait: 30 * time.Second, MaxDeliver: 5, Batch: 1,
+					MaxDeliver: 5, Batch: 1,
 				}, l.handle)
 			})
 		}

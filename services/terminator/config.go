@@ -16,6 +16,7 @@ type config struct {
 	Workers           int
 	Interval          time.Duration
 	IntentAckWait     time.Duration
+	DrainSlice        time.Duration
 	SQSWait           time.Duration
 	RegistrationTTL   time.Duration
 	GCInterval        time.Duration
@@ -32,8 +33,10 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.Region, "region", service.Env("AWS_REGION", "us-east-1"), "AWS region (env AWS_REGION)")
 	fs.IntVar(&c.Workers, "workers", service.EnvInt("TERMINATION_WORKERS", 4), "terminations in flight per replica (env TERMINATION_WORKERS)")
 	fs.DurationVar(&c.Interval, "interval", service.EnvDuration("DECISION_INTERVAL", 2*time.Second), "how often emptiness, expiry and deletions are evaluated (env DECISION_INTERVAL)")
-	fs.DurationVar(&c.IntentAckWait, "intent-ack-wait", service.EnvDuration("INTENT_ACK_WAIT", 30*time.Second),
-		"one delivery of a termination intent works this long (a longer drain continues on redelivery); a crashed worker's intent is redelivered after it (env INTENT_ACK_WAIT)")
+	fs.DurationVar(&c.IntentAckWait, "intent-ack-wait", service.EnvDuration("INTENT_ACK_WAIT", 5*time.Second),
+		"a termination intent whose worker died (stopped sending heartbeats) is redelivered this long after (env INTENT_ACK_WAIT)")
+	fs.DurationVar(&c.DrainSlice, "drain-slice", service.EnvDuration("DRAIN_SLICE", 30*time.Second),
+		"one delivery of a termination intent works this long; a longer drain continues on the redelivery (env DRAIN_SLICE)")
 	fs.DurationVar(&c.RegistrationTTL, "registration-ttl", service.EnvDuration("REGISTRATION_TTL", 15*time.Minute),
 		"terminate a launched instance whose node has not registered by then, and delete its NodeClaim (env REGISTRATION_TTL)")
 	fs.DurationVar(&c.GCInterval, "gc-interval", service.EnvDuration("GC_INTERVAL", time.Minute), "how often to look for instances no NodeClaim owns (env GC_INTERVAL)")
@@ -56,8 +59,11 @@ func parseConfig(args []string) (config, error) {
 	if c.Interval <= 0 {
 		errs = append(errs, errors.New("--interval must be positive"))
 	}
-	if c.IntentAckWait < 10*time.Second {
-		errs = append(errs, errors.New("--intent-ack-wait must be at least 10s"))
+	if c.IntentAckWait < time.Second {
+		errs = append(errs, errors.New("--intent-ack-wait must be at least 1s"))
+	}
+	if c.DrainSlice < 10*time.Second {
+		errs = append(errs, errors.New("--drain-slice must be at least 10s"))
 	}
 	if c.SQSWait < 0 || c.SQSWait > 20*time.Second {
 		errs = append(errs, errors.New("--sqs-wait must be between 0 and 20s"))

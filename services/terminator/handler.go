@@ -15,7 +15,8 @@ import (
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
 
-// budgetMargin is kept back from a delivery's ack wait for settling the message.
+// budgetMargin is kept back from a delivery's handler deadline (--drain-slice) for settling
+// the message.
 const budgetMargin = 5 * time.Second
 
 // handle is the executor's consumer: decode (done by bus), carry the intent out as far as

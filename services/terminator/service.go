@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string) error {
 		g.Go(func() error {
 			return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{
 				Durable: "terminator", Subject: rt.Bus.Prefix().Of(subject.TerminationsIntents),
-				AckWait: cfg.IntentAckWait, MaxDeliver: -1, Batch: 1,
+				AckWait: cfg.IntentAckWait, HandlerTimeout: cfg.DrainSlice, MaxDeliver: -1, Batch: 1,
 				NakDelays: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second},
 			}, ex.handle)
 		})

@@ -120,7 +120,7 @@ func (s *Stack) StartService(name string) *Service {
 	case "launcher":
 		args = append(args, "--cluster-name", "demo-cluster", "--spot-price-modelled")
 	case "terminator":
-		args = append(args, "--cluster-name", "demo-cluster", "--interval", "1s", "--sqs-wait", "2s", "--intent-ack-wait", "15s",
+		args = append(args, "--cluster-name", "demo-cluster", "--interval", "1s", "--sqs-wait", "2s",
 			"--gc-grace", "30s", "--gc-interval", "5s")
 	}
 	env := []string{"AWS_ENDPOINT_URL_EC2=" + s.EmuURL, "AWS_ENDPOINT_URL_SQS=" + s.EmuURL, "AWS_REGION=us-east-1",
