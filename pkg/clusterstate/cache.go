@@ -201,8 +201,9 @@ func served(kube kubernetes.Interface, gvrs ...schema.GroupVersionResource) (boo
 	return true, nil
 }
 
+// podByNode indexes a pod by its node; an unbound pod under "".
 func podByNode(o any) ([]string, error) {
-	if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+	if p, ok := o.(*corev1.Pod); ok {
 		return []string{p.Spec.NodeName}, nil
 	}
 	return nil, nil
@@ -230,7 +231,15 @@ func (c *Cache) Pod(namespace, name string) (*corev1.Pod, bool) {
 }
 
 // PodsOn returns the pods bound to a node.
-func (c *Cache) PodsOn(node string) []*corev1.Pod { return byIndex[corev1.Pod](c.Pods, byNode, node) }
+func (c *Cache) PodsOn(node string) []*corev1.Pod {
+	if node == "" {
+		return nil
+	}
+	return byIndex[corev1.Pod](c.Pods, byNode, node)
+}
+
+// Unbound returns the pods bound to no node (pending ones among them).
+func (c *Cache) Unbound() []*corev1.Pod { return byIndex[corev1.Pod](c.Pods, byNode, "") }
 
 // PodsNominatedTo returns the unbound pods nominated to a NodeClaim.
 func (c *Cache) PodsNominatedTo(claim string) []*corev1.Pod {

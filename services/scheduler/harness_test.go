@@ -90,8 +90,18 @@ func newEnv(t *testing.T, ns string) *env {
 			require.NoError(t, err)
 		}
 	}
-	// Leave no pending pods behind for the next test's nodes to attract.
-	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	// Leave no pending pods behind for the next test's nodes to attract, or for its scheduler to
+	// offer when it takes the lease: the namespace and its pods are gone before the next test.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		now := int64(0) // no kubelet runs here to confirm a graceful deletion
+		_ = kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &now}, metav1.ListOptions{})
+		_ = kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		assert.Eventually(t, func() bool {
+			pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(pods.Items) == 0
+		}, time.Minute, 100*time.Millisecond, "namespace %s empties", ns)
+	})
 	e.publishCatalog()
 	return e
 }
@@ -110,6 +120,10 @@ func (e *env) start(identity string, extra ...string) (stop func()) {
 		"--identity", identity, "--lease-duration", "4s", "--renew-deadline", "3s", "--retry-period", "500ms",
 		"--reconcile-interval", "2s"}, extra...)
 	go func() { done <- run(sctx, args) }()
+	// Leading, the replica first offers the pods already waiting (its takeover); a test that
+	// makes pods after start means them for its batches, so it starts once that is done.
+	require.Eventually(e.t, func() bool { return strings.Contains(e.logs.String(), `"batch":"takeover-`+identity+`-`) },
+		time.Minute, 50*time.Millisecond, "scheduler %s leads and has offered the pods already waiting", identity)
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {

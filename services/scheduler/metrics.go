@@ -14,6 +14,7 @@ type metrics struct {
 	// nominationsEndedEarly the nominations this replica ended because the node had no room.
 	nominationsEnded      prometheus.Counter
 	nominationsEndedEarly prometheus.Counter
+	takeoverPods          prometheus.Counter // pods offered at once on taking the lease
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,7 +38,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.nominationsEndedEarly = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_nominations_ended_early_total",
 		Help: "Nominations the scheduler ended because the claim's ready node had no room left for the pod (kube-scheduler placed others there)."})
+	m.takeoverPods = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_takeover_pods_total",
+		Help: "Pending pods without a live nomination that a replica offered at once on taking the lease."})
 	reg.MustRegister(m.solveSeconds, m.batches, m.podsScheduled, m.podsUnsched, m.claims, m.intents, m.leader,
-		m.nominationsEnded, m.nominationsEndedEarly)
+		m.nominationsEnded, m.nominationsEndedEarly, m.takeoverPods)
 	return m
 }

@@ -104,8 +104,8 @@ func (s *scheduler) run(ctx context.Context) error {
 	return s.lead(ctx, s.schedule)
 }
 
-// schedule is the leader's work: consume batches and keep intents of unlaunched claims
-// published, until leadership (ctx) ends.
+// schedule is the leader's work: offer the pods left waiting at once (takeover), then consume
+// batches and keep intents of unlaunched claims published, until leadership (ctx) ends.
 func (s *scheduler) schedule(ctx context.Context) {
 	if err := s.catalog.watch.Wait(ctx, s.rt.Log); err != nil {
 		return
@@ -129,6 +129,7 @@ func (s *scheduler) schedule(ctx context.Context) {
 			}
 		})
 	})
+	s.takeover(ctx)
 	spec := bus.ConsumerSpec{Durable: durable, Subject: s.rt.Bus.Prefix().Of(subject.PodsPending), Batch: 1}
 	if err := bus.Consume[*podsv1.PendingPodBatch](ctx, s.rt.Bus, spec, s.handle); err != nil {
 		s.rt.Log.Error().Err(err).Msg("consuming pending pod batches stopped")
