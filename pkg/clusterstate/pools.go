@@ -49,7 +49,8 @@ func NodeClassSettings(k *ec2v1.KubeletConfiguration, bdms []*ec2v1.BlockDeviceM
 	return ns
 }
 
-// BlockDevices reads block device mappings for scheduling.RootVolumeSize.
+// BlockDevices reads block device mappings for scheduling.RootVolumeSize. Sizes are whole GiB,
+// rounded up, as EC2 makes the volumes.
 func BlockDevices(bdms []*ec2v1.BlockDeviceMapping) []scheduling.BlockDevice {
 	var out []scheduling.BlockDevice
 	for _, m := range bdms {
@@ -61,7 +62,7 @@ func BlockDevices(bdms []*ec2v1.BlockDeviceMapping) []scheduling.BlockDevice {
 			d.DeviceName = *m.DeviceName
 		}
 		if m.EBS != nil && m.EBS.VolumeSize != nil {
-			d.Size = m.EBS.VolumeSize.Value()
+			d.Size = (m.EBS.VolumeSize.Value() + scheduling.GiB - 1) / scheduling.GiB * scheduling.GiB
 		}
 		out = append(out, d)
 	}

@@ -145,6 +145,7 @@ func parseBottlerocket(doc string, reg *Registration) error {
 	if _, err := toml.Decode(doc, &root); err != nil {
 		return fmt.Errorf("parsing Bottlerocket TOML: %w", err)
 	}
+	reg.Family = Bottlerocket
 	settings, _ := root["settings"].(map[string]any)
 	kube, _ := settings["kubernetes"].(map[string]any)
 	reg.ClusterName = str(kube["cluster-name"])

@@ -12,6 +12,8 @@ import (
 
 // Registration is what a kubelet started from some user data registers with.
 type Registration struct {
+	// Family is the AMI family whose format the user data is in ("" when none was recognised).
+	Family      Family
 	ClusterName string
 	Labels      map[string]string
 	Taints      []Taint
@@ -58,6 +60,7 @@ func parsePart(p Part, reg *Registration) error {
 		if err := yaml.Unmarshal([]byte(p.Body), &nc); err != nil {
 			return fmt.Errorf("parsing NodeConfig: %w", err)
 		}
+		reg.Family = AL2023
 		if nc.Spec.Cluster.Name != "" {
 			reg.ClusterName = nc.Spec.Cluster.Name
 		}
@@ -80,6 +83,7 @@ func parsePart(p Part, reg *Registration) error {
 			return err
 		}
 	case strings.Contains(p.Body, "/etc/eks/bootstrap.sh"):
+		reg.Family = AL2
 		if m := bootstrapCluster.FindStringSubmatch(p.Body); m != nil {
 			reg.ClusterName = unquote(m[1])
 		}

@@ -152,6 +152,7 @@ func TestKubeletSettingsAndRAID0RoundTripPerFamily(t *testing.T) {
 			require.NoError(t, err, doc)
 			assert.Equal(t, want, reg.Kubelet, doc)
 			assert.Equal(t, RAID0, reg.InstanceStorePolicy, doc)
+			assert.Equal(t, fam, reg.Family)
 			assert.Equal(t, opts().Labels, reg.Labels)
 
 			o.InstanceStorePolicy, o.Kubelet = "", Kubelet{}
