@@ -199,15 +199,16 @@ func TestNodeClassMaxPodsLimitsPacking(t *testing.T) {
 	intents := e.intents()
 	pods := e.pendingPods("inflate", 11, "10m")
 	e.publishBatch("maxpods-1", pods)
-	total := int64(0)
+	total := 0
 	for range 2 {
 		intent, _, _ := e.nextIntent(intents)
+		// DaemonSet pods (other tests' may linger) count towards maxPods too.
 		n := intent.GetResources().GetQuantities()["pods"]
 		assert.LessOrEqual(t, n, int64(10), "no node planned with more than maxPods")
 		assert.Equal(t, int32(10), intent.GetKubelet().GetMaxPods())
-		total += n
+		total += len(intent.GetPods())
 	}
-	assert.Equal(t, int64(11), total)
+	assert.Equal(t, 11, total)
 	assert.Len(t, e.nodeClaims(), 2)
 }
 
