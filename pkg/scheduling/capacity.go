@@ -18,7 +18,7 @@ import (
 // AWS emulator registers nodes with it (NodeResources), so the two agree.
 type NodeSettings struct {
 	// MaxPods caps the pods (nil: the type's ENI-limited count); PodsPerCore caps them per vCPU
-	// (the lower wins; not on Bottlerocket, whose kubelet has no such setting).
+	// (the lower wins; refused on Bottlerocket, whose settings have no such key).
 	MaxPods, PodsPerCore *int32
 	// SystemReserved and KubeReserved (cpu, memory, ephemeral-storage quantities) are kept
 	// from pods; KubeReserved replaces the EKS default of each resource it names.
@@ -127,6 +127,9 @@ func (ns NodeSettings) compile() (nodeSettings, error) {
 	if ns.MaxPods != nil && *ns.MaxPods < 0 || ns.PodsPerCore != nil && *ns.PodsPerCore < 0 {
 		return out, fmt.Errorf("kubelet maxPods and podsPerCore must not be negative")
 	}
+	if ns.PodsPerCore != nil && ns.AMIFamily == "Bottlerocket" {
+		return out, fmt.Errorf("kubelet podsPerCore is not supported on Bottlerocket (its settings have no pods-per-core)")
+	}
 	mem, disk := []threshold{{abs: evictionMemory, pct: -1}}, []threshold{{pct: evictionEphemeralPct / 100.0}}
 	for i, set := range []struct {
 		name string
@@ -218,7 +221,7 @@ func (c nodeSettings) capacity(ct catalog.InstanceType) ResourceList {
 	if c.MaxPods != nil {
 		pods = int64(*c.MaxPods)
 	}
-	if c.PodsPerCore != nil && *c.PodsPerCore > 0 && c.AMIFamily != "Bottlerocket" {
+	if c.PodsPerCore != nil && *c.PodsPerCore > 0 {
 		pods = min(pods, int64(*c.PodsPerCore)*int64(ct.VCPU))
 	}
 	storage := c.RootVolume

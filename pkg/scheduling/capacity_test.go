@@ -41,9 +41,6 @@ func TestNodeResources(t *testing.T) {
 			return "memory", memCap - (255+11*10)*MiB - 100*MiB, a[ResourceMemory]
 		}},
 		{"podsPerCore", m5, NodeSettings{PodsPerCore: int32p(3)}, func(c, a ResourceList) (string, int64, int64) { return "pods", 6, c[ResourcePods] }},
-		{"podsPerCore not on Bottlerocket", m5, NodeSettings{PodsPerCore: int32p(3), AMIFamily: "Bottlerocket"}, func(c, a ResourceList) (string, int64, int64) {
-			return "pods", 29, c[ResourcePods]
-		}},
 		{"kubeReserved replaces the default", m5, NodeSettings{KubeReserved: map[string]string{"cpu": "500m", "memory": "1Gi"}}, func(c, a ResourceList) (string, int64, int64) {
 			return "memory", memCap - GiB - 100*MiB, a[ResourceMemory]
 		}},
@@ -95,6 +92,7 @@ func TestNodeResources(t *testing.T) {
 		{SystemReserved: map[string]string{"gpu": "1"}}:               `kubelet systemReserved["gpu"]: want cpu, memory, ephemeral-storage or pid`,
 		{EvictionHard: map[string]string{"memory.available": "120%"}}: `kubelet evictionHard["memory.available"]: "120%" is not a percentage`,
 		{VMMemoryOverhead: 1.5}:                                       "VM memory overhead 1.5",
+		{PodsPerCore: int32p(2), AMIFamily: "Bottlerocket"}:           "podsPerCore is not supported on Bottlerocket",
 	} {
 		err := ns.Validate()
 		if err == nil || !strings.Contains(err.Error(), want) {
