@@ -3,6 +3,7 @@ module github.com/fleetwright/fleetwright/pkg
 go 1.26.0
 
 require (
+	github.com/BurntSushi/toml v1.6.0
 	github.com/fleetwright/fleetwright/proto v0.0.0-00010101000000-000000000000
 	github.com/go-logr/logr v1.4.4
 	github.com/nats-io/nats-server/v2 v2.15.2

@@ -13,7 +13,9 @@ import (
 func TestWarningsAreLoggedOncePerVersion(t *testing.T) {
 	var buf bytes.Buffer
 	c := &Cache{log: zerolog.New(&buf)}
-	warn := func(version string) { c.once("provisioner/legacy/no translation", version, func() { c.log.Warn().Msg("skipping") }) }
+	warn := func(version string) {
+		c.once("provisioner/legacy/no translation", version, func() { c.log.Warn().Msg("skipping") })
+	}
 	warn("41")
 	warn("41")
 	warn("42")

@@ -10,6 +10,7 @@ import (
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1alpha5"
 	"github.com/fleetwright/fleetwright/pkg/apis/translate"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
 
 // Pool is a NodePool as the services act on it: a karpenter.sh/v1 NodePool, or a v1alpha5
@@ -21,6 +22,51 @@ type Pool struct {
 	// Kubelet is the pool's kubelet configuration: its EC2NodeClass's (when the cache holds node
 	// classes) or, for a Provisioner, its own.
 	Kubelet *ec2v1.KubeletConfiguration
+	// BlockDeviceMappings, InstanceStorePolicy and AMIFamily are the node class's (or the
+	// Provisioner's AWSNodeTemplate's), which decide its nodes' ephemeral storage.
+	BlockDeviceMappings []*ec2v1.BlockDeviceMapping
+	InstanceStorePolicy *string
+	AMIFamily           string
+}
+
+// NodeSettings is what the pool's node class decides about its nodes' capacity, for
+// scheduling.NodeResources; vmOverhead is the share of memory the hypervisor keeps.
+func (p Pool) NodeSettings(vmOverhead float64) scheduling.NodeSettings {
+	return NodeClassSettings(p.Kubelet, p.BlockDeviceMappings, p.InstanceStorePolicy, p.AMIFamily, vmOverhead)
+}
+
+// NodeClassSettings is what a node class's kubelet settings, block device mappings,
+// instance-store policy and AMI family decide about its nodes' capacity.
+func NodeClassSettings(k *ec2v1.KubeletConfiguration, bdms []*ec2v1.BlockDeviceMapping, instanceStorePolicy *string, amiFamily string, vmOverhead float64) scheduling.NodeSettings {
+	ns := scheduling.NodeSettings{AMIFamily: amiFamily, VMMemoryOverhead: vmOverhead,
+		RootVolume: scheduling.RootVolumeSize(amiFamily, BlockDevices(bdms)),
+		RAID0:      instanceStorePolicy != nil && *instanceStorePolicy == "RAID0"}
+	if k != nil {
+		ns.MaxPods, ns.PodsPerCore = k.MaxPods, k.PodsPerCore
+		ns.SystemReserved, ns.KubeReserved = k.SystemReserved, k.KubeReserved
+		ns.EvictionHard, ns.EvictionSoft = k.EvictionHard, k.EvictionSoft
+	}
+	return ns
+}
+
+// BlockDevices reads block device mappings for scheduling.RootVolumeSize. Sizes are whole GiB,
+// rounded up, as EC2 makes the volumes.
+func BlockDevices(bdms []*ec2v1.BlockDeviceMapping) []scheduling.BlockDevice {
+	var out []scheduling.BlockDevice
+	for _, m := range bdms {
+		if m == nil {
+			continue
+		}
+		d := scheduling.BlockDevice{RootVolume: m.RootVolume}
+		if m.DeviceName != nil {
+			d.DeviceName = *m.DeviceName
+		}
+		if m.EBS != nil && m.EBS.VolumeSize != nil {
+			d.Size = (m.EBS.VolumeSize.Value() + scheduling.GiB - 1) / scheduling.GiB * scheduling.GiB
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // Pools returns the pools, those being deleted included (DeletionTimestamp says which: the
@@ -36,6 +82,8 @@ func (c *Cache) Pools() []Pool {
 		if ref := np.Spec.Template.Spec.NodeClassRef; ref != nil && c.NodeClasses != nil {
 			if nc, ok := Get[ec2v1.EC2NodeClass](c.NodeClasses, ref.Name); ok {
 				p.Kubelet = nc.Spec.Kubelet
+				p.BlockDeviceMappings, p.InstanceStorePolicy = nc.Spec.BlockDeviceMappings, nc.Spec.InstanceStorePolicy
+				p.AMIFamily = nc.ResolvedAMIFamily()
 			}
 		}
 		out = append(out, p)
@@ -63,16 +111,25 @@ func (c *Cache) Pools() []Pool {
 			continue
 		}
 		np.DeletionTimestamp = prov.DeletionTimestamp
+		var tmpl *v1alpha1.AWSNodeTemplate
 		if ref := prov.Spec.ProviderRef; ref != nil && c.Templates != nil {
-			if _, ok := Get[v1alpha1.AWSNodeTemplate](c.Templates, ref.Name); !ok {
+			t, ok := Get[v1alpha1.AWSNodeTemplate](c.Templates, ref.Name)
+			if !ok {
 				warn("provisioner refers to an awsnodetemplate that does not exist", nil, "awsnodetemplate", ref.Name)
 			}
+			tmpl = t
+		} else if prov.Spec.Provider != nil {
+			tmpl, _ = translate.ProviderNodeTemplate(prov)
 		}
 		kubelet, err := translate.KubeletOf(np)
 		if err != nil {
 			warn("ignoring unreadable kubelet settings", err)
 		}
-		out = append(out, Pool{NodePool: np, UID: prov.UID, Legacy: true, Kubelet: kubelet})
+		p := Pool{NodePool: np, UID: prov.UID, Legacy: true, Kubelet: kubelet}
+		if tmpl != nil {
+			p.AMIFamily, p.BlockDeviceMappings = translate.NodeVolumes(tmpl)
+		}
+		out = append(out, p)
 	}
 	return out
 }

@@ -147,15 +147,15 @@ func (s *solver) commitClaim(ps *podState, c *target, w claimWork) bool {
 	left := 0
 	bits.each(func(i int) {
 		t := &s.types[i]
-		if t.offerMask&w.mask == 0 || !fits(used, p.daemon, t.alloc) || (limited && !withinLimit(p, t.capacity, room)) {
+		if t.offerMask&w.mask == 0 || !fits(used, p.daemon, p.alloc[i]) || (limited && !withinLimit(p, p.capacity[i], room)) {
 			bits[i>>6] &^= 1 << (uint(i) & 63)
 			return
 		}
 		left++
 		offered |= t.offerMask
 		for d := range maxAlloc {
-			maxAlloc[d] = max(maxAlloc[d], t.alloc[d]-p.daemon[d])
-			committed[d] = max(committed[d], t.capacity[d])
+			maxAlloc[d] = max(maxAlloc[d], p.alloc[i][d]-p.daemon[d])
+			committed[d] = max(committed[d], p.capacity[i][d])
 		}
 	})
 	if left == 0 || !s.minValuesHold(p, bits) {

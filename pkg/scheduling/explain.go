@@ -83,11 +83,10 @@ func (s *solver) explainResources(ps *podState, p *pool, bits bitset) string {
 	}
 	anyFits := false
 	bits.each(func(i int) {
-		t := &s.types[i]
 		for d := range best {
-			best[d] = max(best[d], t.alloc[d])
+			best[d] = max(best[d], p.alloc[i][d])
 		}
-		if fits(make(vec, n), need, t.alloc) {
+		if fits(make(vec, n), need, p.alloc[i]) {
 			anyFits = true
 		}
 	})
@@ -130,17 +129,16 @@ func (s *solver) explainLimits(ps *podState, p *pool, bits bitset) string {
 	blocking := -1
 	ok := false
 	bits.each(func(i int) {
-		t := &s.types[i]
-		if ok || !fits(make(vec, n), need, t.alloc) {
+		if ok || !fits(make(vec, n), need, p.alloc[i]) {
 			return
 		}
-		if withinLimit(p, t.capacity, room) {
+		if withinLimit(p, p.capacity[i], room) {
 			ok = true
 			return
 		}
 		if blocking < 0 {
 			for _, d := range p.limited {
-				if t.capacity[d] > room[d] {
+				if p.capacity[i][d] > room[d] {
 					blocking = d
 					break
 				}

@@ -101,14 +101,14 @@ func (s *solver) buildBins(p *pool, w claimWork, allowed bitset, bins []*bin) ([
 		committed := make(vec, len(s.ix.names))
 		opts.each(func(i int) {
 			t := &s.types[i]
-			if !fits(b.used, p.daemon, t.alloc) {
+			if !fits(b.used, p.daemon, p.alloc[i]) {
 				opts[i>>6] &^= 1 << (uint(i) & 63)
 				return
 			}
 			left++
 			offered |= t.offerMask
 			for d := range committed {
-				committed[d] = max(committed[d], t.capacity[d])
+				committed[d] = max(committed[d], p.capacity[i][d])
 			}
 		})
 		if left == 0 || !s.minValuesHold(p, opts) {
@@ -185,7 +185,7 @@ func (s *solver) lpPack(p *pool, w claimWork, allowed bitset, pods []*podState, 
 		}
 		col := make([]float64, len(dims))
 		for k, d := range dims {
-			col[k] = max(0, float64(t.alloc[d]-p.daemon[d]))
+			col[k] = max(0, float64(p.alloc[i][d]-p.daemon[d]))
 		}
 		idx, cols, cost = append(idx, i), append(cols, col), append(cost, price)
 	})
@@ -219,7 +219,7 @@ func (s *solver) lpPack(p *pool, w claimWork, allowed bitset, pods []*podState, 
 		}
 	}
 	capOf := func(ti int) vec {
-		c := s.types[ti].alloc.clone()
+		c := p.alloc[ti].clone()
 		c.sub(p.daemon)
 		return c
 	}

@@ -1,7 +1,6 @@
 package scheduling
 
 import (
-	"math"
 	"strconv"
 	"strings"
 
@@ -25,6 +24,19 @@ type InstanceType struct {
 	Labels    map[string]string
 	Capacity  ResourceList
 	Offerings []Offering
+	// Facts are the catalog's facts of the type (FromCatalog sets them): with them, a pool whose
+	// node class has its own NodeSettings plans the type's capacity under those (NodeResources).
+	// Without, every pool plans with Capacity and Allocatable.
+	Facts *catalog.InstanceType
+}
+
+// Resources is the capacity and allocatable of a node of the type under ns; nil ns (or a type
+// without Facts) gives Capacity and Allocatable.
+func (t InstanceType) Resources(ns *NodeSettings) (capacity, allocatable ResourceList, err error) {
+	if ns == nil || t.Facts == nil {
+		return t.Capacity, t.Allocatable(), nil
+	}
+	return NodeResources(*t.Facts, *ns)
 }
 
 // Overhead is what the node keeps for itself: kube-reserved and the eviction threshold.
@@ -50,7 +62,8 @@ func FromCatalog(types []catalog.InstanceType, zones []string) []InstanceType {
 		if !ct.Complete() {
 			continue
 		}
-		t := InstanceType{Name: ct.Name, Labels: TypeLabels(ct), Capacity: TypeCapacity(ct)}
+		facts := ct
+		t := InstanceType{Name: ct.Name, Labels: TypeLabels(ct), Capacity: TypeCapacity(ct), Facts: &facts}
 		for _, z := range zones {
 			t.Offerings = append(t.Offerings,
 				Offering{Zone: z, CapacityType: CapacityTypeSpot, PriceUSDPerHour: catalog.SpotPrice(ct, z), Available: true},
@@ -61,29 +74,12 @@ func FromCatalog(types []catalog.InstanceType, zones []string) []InstanceType {
 	return out
 }
 
-// TypeCapacity is the capacity a node of the type registers: its vCPUs, its memory less what the
-// hypervisor and kernel keep (VMMemoryOverhead, as Karpenter models it), its pods, the default
-// root volume and its GPUs and accelerators. The scheduler plans with it and the AWS emulator
-// registers its nodes with it, so planned and registered allocatable agree.
+// TypeCapacity is the capacity a node of the type registers under DefaultNodeSettings: its
+// vCPUs, its memory less what the hypervisor and kernel keep (VMMemoryOverhead, as Karpenter
+// models it), its pods, the default root volume and its GPUs and accelerators.
 func TypeCapacity(ct catalog.InstanceType) ResourceList {
-	rl := ResourceList{
-		ResourceCPU:              int64(ct.VCPU) * 1000,
-		ResourceMemory:           (ct.MemoryMiB - int64(math.Ceil(float64(ct.MemoryMiB)*VMMemoryOverhead))) * MiB,
-		ResourceEphemeralStorage: defaultEphemeralStorage,
-		ResourcePods:             int64(ct.MaxPods),
-	}
-	if ct.GPUCount > 0 && ct.GPUManufacturer != nil {
-		switch *ct.GPUManufacturer {
-		case "nvidia":
-			rl[ResourceNvidiaGPU] = int64(ct.GPUCount)
-		case "amd":
-			rl[ResourceAMDGPU] = int64(ct.GPUCount)
-		}
-	}
-	if n := ct.Accelerators(); n > 0 && ct.AcceleratorManufacturer != nil && *ct.AcceleratorManufacturer == "aws" {
-		rl[ResourceNeuron] = int64(n)
-	}
-	return rl
+	c, _ := DefaultNodeSettings().compile()
+	return c.capacity(ct)
 }
 
 // TypeLabels derives Karpenter's well-known labels of an instance type: instance-memory in MiB,

@@ -4,7 +4,9 @@ package scheduling
 // Labels constrain and label every NodeClaim; Taints are placed on its nodes and must be
 // tolerated; StartupTaints are placed too but ignored when placing pods. Limits caps the total
 // capacity of the pool's nodes (existing, in flight and planned); a missing resource is
-// unlimited. Higher Weight pools are tried first.
+// unlimited. Higher Weight pools are tried first. Node, when set, is what the pool's node class
+// decides about its nodes' capacity (kubelet settings, root volume, RAID0, VM overhead): the
+// pool plans every type's capacity and allocatable under it; nil plans with the types' own.
 type NodePool struct {
 	Name          string
 	Weight        int32
@@ -13,6 +15,7 @@ type NodePool struct {
 	Taints        []Taint
 	StartupTaints []Taint
 	Limits        ResourceList
+	Node          *NodeSettings
 }
 
 // Provisioner is Karpenter's v1alpha5 Provisioner, reduced the same way.

@@ -34,16 +34,10 @@ const (
 	evictionMemory        = 100 * MiB
 	evictionEphemeralPct  = 10
 	kubeReservedEphemeral = 1 * GiB
-	// defaultEphemeralStorage is the root volume Karpenter gives a node when its node class
-	// names none (20Gi gp3).
-	defaultEphemeralStorage = 20 * GiB
 )
 
-// nodeOverhead is what a node of the given capacity keeps for itself.
+// nodeOverhead is what a node of the given capacity and no kubelet settings keeps for itself.
 func nodeOverhead(capacity ResourceList) ResourceList {
-	return ResourceList{
-		ResourceCPU:              kubeReservedCPU(capacity[ResourceCPU]),
-		ResourceMemory:           kubeReservedMemory(capacity[ResourcePods]) + evictionMemory,
-		ResourceEphemeralStorage: kubeReservedEphemeral + capacity[ResourceEphemeralStorage]*evictionEphemeralPct/100,
-	}
+	c, _ := DefaultNodeSettings().compile()
+	return c.overhead(capacity)
 }

@@ -17,6 +17,8 @@ type pool struct {
 	limited   []int // dimensions with a limit
 	committed vec   // capacity of existing, in-flight and planned nodes
 	minValues []keyedSet
+	// alloc and capacity of each type (by solver index) on the pool's nodes.
+	alloc, capacity []vec
 }
 
 // reqTable interns claim requirements and caches which pod shapes they accept.
@@ -73,6 +75,9 @@ func (s *solver) compilePools() error {
 		}
 		p := &pool{np: np, reqs: reqs, reqID: s.reqs.intern(stripOffering(reqs)), mask: s.maskOf(reqs),
 			committed: make(vec, len(s.ix.names))}
+		if err := s.poolResources(p); err != nil {
+			return fmt.Errorf("compiling nodepool %s: %w", np.Name, err)
+		}
 		p.typeBits = s.typeBits(reqs).clone()
 		for ti := range s.types {
 			if p.typeBits.has(ti) && s.types[ti].offerMask&p.mask == 0 {
@@ -105,6 +110,28 @@ func (s *solver) compilePools() error {
 		}
 		return s.pools[a].np.Name < s.pools[b].np.Name
 	})
+	return nil
+}
+
+// poolResources fills the capacity and allocatable of every type on the pool's nodes.
+func (s *solver) poolResources(p *pool) error {
+	p.alloc, p.capacity = make([]vec, len(s.types)), make([]vec, len(s.types))
+	var c nodeSettings
+	if p.np.Node != nil {
+		var err error
+		if c, err = p.np.Node.compile(); err != nil {
+			return err
+		}
+	}
+	for i := range s.types {
+		t := &s.types[i]
+		if p.np.Node == nil || t.t.Facts == nil {
+			p.alloc[i], p.capacity[i] = t.alloc, t.capacity
+			continue
+		}
+		capacity := c.capacity(*t.t.Facts)
+		p.capacity[i], p.alloc[i] = s.ix.vec(capacity), s.ix.vec(c.allocatable(capacity))
+	}
 	return nil
 }
 

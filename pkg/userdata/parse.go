@@ -12,10 +12,15 @@ import (
 
 // Registration is what a kubelet started from some user data registers with.
 type Registration struct {
+	// Family is the AMI family whose format the user data is in ("" when none was recognised).
+	Family      Family
 	ClusterName string
 	Labels      map[string]string
 	Taints      []Taint
-	MaxPods     int // 0 when not set
+	// Kubelet is the kubelet settings the user data sets (ClusterDNS included).
+	Kubelet Kubelet
+	// InstanceStorePolicy is RAID0 when the user data RAIDs the instance stores, else "".
+	InstanceStorePolicy string
 }
 
 // Parse reads user data as a node would: AL2 bootstrap.sh kubelet flags, AL2023 nodeadm
@@ -36,7 +41,7 @@ func Parse(doc string) (Registration, error) {
 				return reg, err
 			}
 		}
-	case strings.Contains(trimmed, "[settings.kubernetes"):
+	case strings.Contains(trimmed, "[settings"):
 		if err := parseBottlerocket(trimmed, &reg); err != nil {
 			return reg, err
 		}
@@ -55,13 +60,13 @@ func parsePart(p Part, reg *Registration) error {
 		if err := yaml.Unmarshal([]byte(p.Body), &nc); err != nil {
 			return fmt.Errorf("parsing NodeConfig: %w", err)
 		}
+		reg.Family = AL2023
 		if nc.Spec.Cluster.Name != "" {
 			reg.ClusterName = nc.Spec.Cluster.Name
 		}
-		if v, ok := nc.Spec.Kubelet.Config["maxPods"]; ok {
-			if f, ok := v.(float64); ok {
-				reg.MaxPods = int(f)
-			}
+		readKubeletConfig(nc.Spec.Kubelet.Config, &reg.Kubelet)
+		if nc.Spec.Instance != nil && nc.Spec.Instance.LocalStorage.Strategy != "" {
+			reg.InstanceStorePolicy = nc.Spec.Instance.LocalStorage.Strategy
 		}
 		// KubeletConfiguration's registerWithTaints, a list of {key, value, effect}.
 		if list, ok := nc.Spec.Kubelet.Config["registerWithTaints"].([]any); ok {
@@ -78,8 +83,15 @@ func parsePart(p Part, reg *Registration) error {
 			return err
 		}
 	case strings.Contains(p.Body, "/etc/eks/bootstrap.sh"):
+		reg.Family = AL2
 		if m := bootstrapCluster.FindStringSubmatch(p.Body); m != nil {
 			reg.ClusterName = unquote(m[1])
+		}
+		if m := dnsClusterIP.FindStringSubmatch(p.Body); m != nil {
+			reg.Kubelet.ClusterDNS = []string{unquote(m[1])}
+		}
+		if localDisks.MatchString(p.Body) {
+			reg.InstanceStorePolicy = RAID0
 		}
 		if m := extraArgs.FindStringSubmatch(p.Body); m != nil {
 			if err := applyFlags(strings.Fields(unquote(m[1])), reg); err != nil {
@@ -93,6 +105,8 @@ func parsePart(p Part, reg *Registration) error {
 var (
 	bootstrapCluster = regexp.MustCompile(`/etc/eks/bootstrap\.sh\s+('[^']*'|"[^"]*"|\S+)`)
 	extraArgs        = regexp.MustCompile(`--kubelet-extra-args\s+('[^']*'|"[^"]*")`)
+	dnsClusterIP     = regexp.MustCompile(`--dns-cluster-ip\s+('[^']*'|"[^"]*"|\S+)`)
+	localDisks       = regexp.MustCompile(`--local-disks\s+'?raid0'?`)
 )
 
 func applyFlags(flags []string, reg *Registration) error {
@@ -120,12 +134,93 @@ func applyFlags(flags []string, reg *Registration) error {
 				reg.Taints = append(reg.Taints, taint)
 			}
 		case "--max-pods":
-			if n, err := strconv.Atoi(value); err == nil {
-				reg.MaxPods = n
+			reg.Kubelet.MaxPods = atoi32(value)
+		case "--pods-per-core":
+			reg.Kubelet.PodsPerCore = atoi32(value)
+		case "--system-reserved":
+			reg.Kubelet.SystemReserved = splitMap(value, "=")
+		case "--kube-reserved":
+			reg.Kubelet.KubeReserved = splitMap(value, "=")
+		case "--eviction-hard":
+			reg.Kubelet.EvictionHard = splitMap(value, "<")
+		case "--eviction-soft":
+			reg.Kubelet.EvictionSoft = splitMap(value, "<")
+		case "--eviction-soft-grace-period":
+			reg.Kubelet.EvictionSoftGracePeriod = splitMap(value, "=")
+		case "--eviction-max-pod-grace-period":
+			reg.Kubelet.EvictionMaxPodGracePeriod = atoi32(value)
+		case "--image-gc-high-threshold":
+			reg.Kubelet.ImageGCHighThresholdPercent = atoi32(value)
+		case "--image-gc-low-threshold":
+			reg.Kubelet.ImageGCLowThresholdPercent = atoi32(value)
+		case "--cpu-cfs-quota":
+			if b, err := strconv.ParseBool(value); err == nil {
+				reg.Kubelet.CPUCFSQuota = &b
 			}
+		case "--cluster-dns":
+			reg.Kubelet.ClusterDNS = strings.Split(value, ",")
 		}
 	}
 	return nil
+}
+
+func atoi32(s string) *int32 {
+	n, err := strconv.ParseInt(s, 10, 32)
+	if err != nil {
+		return nil
+	}
+	v := int32(n)
+	return &v
+}
+
+// splitMap reads k1<sep>v1,k2<sep>v2.
+func splitMap(s, sep string) map[string]string {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		if k, v, ok := strings.Cut(kv, sep); ok && k != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// readKubeletConfig reads KubeletConfiguration fields (as YAML decodes them) over k: a later
+// NodeConfig's settings replace an earlier one's.
+func readKubeletConfig(cfg map[string]any, k *Kubelet) {
+	getInt := func(name string, dst **int32) {
+		if f, ok := cfg[name].(float64); ok {
+			v := int32(f)
+			*dst = &v
+		}
+	}
+	getMap := func(name string, dst *map[string]string) {
+		if m, ok := cfg[name].(map[string]any); ok {
+			out := map[string]string{}
+			for k, v := range m {
+				out[k] = fmt.Sprint(v)
+			}
+			*dst = out
+		}
+	}
+	getInt("maxPods", &k.MaxPods)
+	getInt("podsPerCore", &k.PodsPerCore)
+	getMap("systemReserved", &k.SystemReserved)
+	getMap("kubeReserved", &k.KubeReserved)
+	getMap("evictionHard", &k.EvictionHard)
+	getMap("evictionSoft", &k.EvictionSoft)
+	getMap("evictionSoftGracePeriod", &k.EvictionSoftGracePeriod)
+	getInt("evictionMaxPodGracePeriod", &k.EvictionMaxPodGracePeriod)
+	getInt("imageGCHighThresholdPercent", &k.ImageGCHighThresholdPercent)
+	getInt("imageGCLowThresholdPercent", &k.ImageGCLowThresholdPercent)
+	if b, ok := cfg["cpuCFSQuota"].(bool); ok {
+		k.CPUCFSQuota = &b
+	}
+	if list, ok := cfg["clusterDNS"].([]any); ok {
+		k.ClusterDNS = nil
+		for _, d := range list {
+			k.ClusterDNS = append(k.ClusterDNS, str(d))
+		}
+	}
 }
 
 // validEffect rejects a taint the kubelet would refuse to register with.
@@ -140,44 +235,6 @@ func validEffect(t Taint) error {
 func str(v any) string {
 	s, _ := v.(string)
 	return s
-}
-
-// parseBottlerocket reads the few TOML tables Fleetwright writes; it is not a TOML parser.
-func parseBottlerocket(doc string, reg *Registration) error {
-	table := ""
-	for _, line := range strings.Split(doc, "\n") {
-		line = strings.TrimSpace(line)
-		if strings.HasPrefix(line, "[") {
-			table = strings.Trim(line, "[]")
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			continue
-		}
-		k, v = unquote(strings.TrimSpace(k)), strings.TrimSpace(v)
-		switch table {
-		case "settings.kubernetes":
-			switch k {
-			case "cluster-name":
-				reg.ClusterName = unquote(v)
-			case "max-pods":
-				reg.MaxPods, _ = strconv.Atoi(v)
-			}
-		case "settings.kubernetes.node-labels":
-			reg.Labels[k] = unquote(v)
-		case "settings.kubernetes.node-taints":
-			for _, item := range strings.Split(strings.Trim(v, "[]"), ",") {
-				val, effect, _ := strings.Cut(unquote(strings.TrimSpace(item)), ":")
-				taint := Taint{Key: k, Value: val, Effect: effect}
-				if err := validEffect(taint); err != nil {
-					return err
-				}
-				reg.Taints = append(reg.Taints, taint)
-			}
-		}
-	}
-	return nil
 }
 
 func unquote(s string) string {

@@ -6,7 +6,13 @@
 //	              /etc/eks/bootstrap.sh --kubelet-extra-args '--node-labels=… --register-with-taints=…'
 //	AL2023        MIME multipart: a nodeadm NodeConfig (application/node.eks.aws) whose kubelet
 //	              flags carry the labels and taints, then the class's parts
-//	Bottlerocket  TOML: settings.kubernetes with node-labels and node-taints tables
+//	Bottlerocket  TOML: the class's own settings with Fleetwright's settings.kubernetes
+//	              (cluster, node-labels, node-taints, kubelet settings) merged in, written with
+//	              a TOML library
+//
+// The node class's kubelet settings (Kubelet) and instance-store policy go in each family's own
+// way: bootstrap.sh flags and --kubelet-extra-args, NodeConfig spec.kubelet.config and
+// spec.instance.localStorage, Bottlerocket settings.kubernetes and bootstrap commands.
 //
 // The AWS emulator (tools/awsemu) reads the same formats back to register the Node, as a
 // kubelet would.
@@ -56,9 +62,51 @@ type Options struct {
 	ClusterCIDR     string // service CIDR, AL2023 needs it
 	Labels          map[string]string
 	Taints          []Taint // includes startup taints
-	MaxPods         int     // 0 = leave the AMI's default
-	KubeletFlags    []string
-	Custom          string // the EC2NodeClass's spec.userData, merged in
+	// Kubelet is the node class's kubelet settings; its ClusterDNS, when set, replaces
+	// ClusterDNS.
+	Kubelet Kubelet
+	// InstanceStorePolicy is the node class's spec.instanceStorePolicy: "" or RAID0.
+	InstanceStorePolicy string
+	KubeletFlags        []string
+	Custom              string // the EC2NodeClass's spec.userData, merged in
+}
+
+// RAID0 is the instance-store policy that makes the instance's local NVMe disks one RAID0
+// array for the kubelet's and the container runtime's ephemeral storage.
+const RAID0 = "RAID0"
+
+// Kubelet is the kubelet settings of a node class (EC2NodeClass spec.kubelet). Quantities and
+// durations are the strings the user wrote; a nil or empty field leaves the AMI's default.
+type Kubelet struct {
+	MaxPods                     *int32
+	PodsPerCore                 *int32
+	SystemReserved              map[string]string // cpu, memory, ephemeral-storage, pid
+	KubeReserved                map[string]string
+	EvictionHard                map[string]string // memory.available, nodefs.available, ...
+	EvictionSoft                map[string]string
+	EvictionSoftGracePeriod     map[string]string // durations, e.g. 1m30s
+	EvictionMaxPodGracePeriod   *int32
+	ImageGCHighThresholdPercent *int32
+	ImageGCLowThresholdPercent  *int32
+	CPUCFSQuota                 *bool
+	ClusterDNS                  []string
+}
+
+// clusterDNS is the DNS address the node is given: the class's first, else the launcher's.
+func (o Options) clusterDNS() string {
+	if len(o.Kubelet.ClusterDNS) > 0 {
+		return o.Kubelet.ClusterDNS[0]
+	}
+	return o.ClusterDNS
+}
+
+func (o Options) validate() error {
+	switch o.InstanceStorePolicy {
+	case "", RAID0:
+	default:
+		return fmt.Errorf("rendering user data: unsupported instanceStorePolicy %q (want RAID0 or none)", o.InstanceStorePolicy)
+	}
+	return nil
 }
 
 // Render returns the user data, not base64-encoded.
@@ -66,13 +114,16 @@ func Render(family Family, o Options) (string, error) {
 	if o.ClusterName == "" {
 		return "", fmt.Errorf("rendering user data: cluster name is required")
 	}
+	if err := o.validate(); err != nil {
+		return "", err
+	}
 	switch family {
 	case AL2, "":
 		return renderAL2(o)
 	case AL2023:
 		return renderAL2023(o)
 	case Bottlerocket:
-		return renderBottlerocket(o), nil
+		return renderBottlerocket(o)
 	default:
 		return "", fmt.Errorf("rendering user data: unsupported AMI family %q (want AL2, AL2023 or Bottlerocket)", family)
 	}
@@ -109,7 +160,84 @@ func kubeletFlags(o Options) []string {
 	if len(o.Taints) > 0 {
 		flags = append(flags, TaintsFlag(o.Taints))
 	}
+	flags = append(flags, o.Kubelet.flags()...)
 	return append(flags, o.KubeletFlags...)
+}
+
+// flags renders the settings as kubelet command-line flags (AL2's --kubelet-extra-args), in a
+// fixed order.
+func (k Kubelet) flags() []string {
+	var out []string
+	addInt := func(name string, v *int32) {
+		if v != nil {
+			out = append(out, "--"+name+"="+strconv.Itoa(int(*v)))
+		}
+	}
+	addMap := func(name, sep string, m map[string]string) {
+		if len(m) > 0 {
+			out = append(out, "--"+name+"="+joinMap(m, sep))
+		}
+	}
+	addInt("max-pods", k.MaxPods)
+	addInt("pods-per-core", k.PodsPerCore)
+	addMap("system-reserved", "=", k.SystemReserved)
+	addMap("kube-reserved", "=", k.KubeReserved)
+	addMap("eviction-hard", "<", k.EvictionHard)
+	addMap("eviction-soft", "<", k.EvictionSoft)
+	addMap("eviction-soft-grace-period", "=", k.EvictionSoftGracePeriod)
+	addInt("eviction-max-pod-grace-period", k.EvictionMaxPodGracePeriod)
+	addInt("image-gc-high-threshold", k.ImageGCHighThresholdPercent)
+	addInt("image-gc-low-threshold", k.ImageGCLowThresholdPercent)
+	if k.CPUCFSQuota != nil {
+		out = append(out, "--cpu-cfs-quota="+strconv.FormatBool(*k.CPUCFSQuota))
+	}
+	return out
+}
+
+// config renders the settings as KubeletConfiguration fields (AL2023's NodeConfig).
+func (k Kubelet) config() map[string]any {
+	cfg := map[string]any{}
+	setInt := func(name string, v *int32) {
+		if v != nil {
+			cfg[name] = int(*v)
+		}
+	}
+	setMap := func(name string, m map[string]string) {
+		if len(m) > 0 {
+			cfg[name] = m
+		}
+	}
+	setInt("maxPods", k.MaxPods)
+	setInt("podsPerCore", k.PodsPerCore)
+	setMap("systemReserved", k.SystemReserved)
+	setMap("kubeReserved", k.KubeReserved)
+	setMap("evictionHard", k.EvictionHard)
+	setMap("evictionSoft", k.EvictionSoft)
+	setMap("evictionSoftGracePeriod", k.EvictionSoftGracePeriod)
+	setInt("evictionMaxPodGracePeriod", k.EvictionMaxPodGracePeriod)
+	setInt("imageGCHighThresholdPercent", k.ImageGCHighThresholdPercent)
+	setInt("imageGCLowThresholdPercent", k.ImageGCLowThresholdPercent)
+	if k.CPUCFSQuota != nil {
+		cfg["cpuCFSQuota"] = *k.CPUCFSQuota
+	}
+	if len(k.ClusterDNS) > 0 {
+		cfg["clusterDNS"] = k.ClusterDNS
+	}
+	return cfg
+}
+
+// joinMap renders k1<sep>v1,k2<sep>v2 with keys sorted.
+func joinMap(m map[string]string, sep string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+sep+m[k])
+	}
+	return strings.Join(parts, ",")
 }
 
 func renderAL2(o Options) (string, error) {
@@ -122,14 +250,17 @@ func renderAL2(o Options) (string, error) {
 	if len(o.ClusterCA) > 0 {
 		fmt.Fprintf(&sh, " \\\n  --b64-cluster-ca %s", shellQuote(base64.StdEncoding.EncodeToString(o.ClusterCA)))
 	}
-	if o.ClusterDNS != "" {
-		fmt.Fprintf(&sh, " \\\n  --dns-cluster-ip %s", shellQuote(o.ClusterDNS))
+	if dns := o.clusterDNS(); dns != "" {
+		fmt.Fprintf(&sh, " \\\n  --dns-cluster-ip %s", shellQuote(dns))
+	}
+	if o.Kubelet.MaxPods != nil {
+		// Otherwise bootstrap.sh adds its own ENI-derived --max-pods.
+		sh.WriteString(" \\\n  --use-max-pods false")
+	}
+	if o.InstanceStorePolicy == RAID0 {
+		sh.WriteString(" \\\n  --local-disks raid0")
 	}
 	flags := kubeletFlags(o)
-	if o.MaxPods > 0 {
-		sh.WriteString(" \\\n  --use-max-pods false")
-		flags = append(flags, "--max-pods="+strconv.Itoa(o.MaxPods))
-	}
 	if len(flags) > 0 {
 		fmt.Fprintf(&sh, " \\\n  --kubelet-extra-args %s", shellQuote(strings.Join(flags, " ")))
 	}
@@ -159,6 +290,13 @@ type nodeConfigSpec struct {
 		Config map[string]any `json:"config,omitempty"`
 		Flags  []string       `json:"flags,omitempty"`
 	} `json:"kubelet"`
+	Instance *nodeConfigInstance `json:"instance,omitempty"`
+}
+
+type nodeConfigInstance struct {
+	LocalStorage struct {
+		Strategy string `json:"strategy,omitempty"`
+	} `json:"localStorage"`
 }
 
 func renderAL2023(o Options) (string, error) {
@@ -168,17 +306,25 @@ func renderAL2023(o Options) (string, error) {
 	nc.Spec.Cluster.APIServerEndpoint = o.ClusterEndpoint
 	nc.Spec.Cluster.CertificateAuthority = o.ClusterCA
 	nc.Spec.Cluster.CIDR = o.ClusterCIDR
-	cfg := map[string]any{}
-	if o.MaxPods > 0 {
-		cfg["maxPods"] = o.MaxPods
-	}
-	if o.ClusterDNS != "" {
-		cfg["clusterDNS"] = []string{o.ClusterDNS}
+	cfg := o.Kubelet.config()
+	if dns := o.clusterDNS(); dns != "" && len(o.Kubelet.ClusterDNS) == 0 {
+		cfg["clusterDNS"] = []string{dns}
 	}
 	if len(cfg) > 0 {
 		nc.Spec.Kubelet.Config = cfg
 	}
-	nc.Spec.Kubelet.Flags = kubeletFlags(o)
+	var flags []string
+	if len(o.Labels) > 0 {
+		flags = append(flags, NodeLabelsFlag(o.Labels))
+	}
+	if len(o.Taints) > 0 {
+		flags = append(flags, TaintsFlag(o.Taints))
+	}
+	nc.Spec.Kubelet.Flags = append(flags, o.KubeletFlags...)
+	if o.InstanceStorePolicy == RAID0 {
+		nc.Spec.Instance = &nodeConfigInstance{}
+		nc.Spec.Instance.LocalStorage.Strategy = RAID0
+	}
 	doc, err := yaml.Marshal(nc)
 	if err != nil {
 		return "", fmt.Errorf("rendering NodeConfig: %w", err)
@@ -189,58 +335,6 @@ func renderAL2023(o Options) (string, error) {
 	}
 	// nodeadm merges NodeConfigs in order; ours comes first so the class's own can refine it.
 	return multipartDoc(append([]part{{"application/node.eks.aws", string(doc)}}, parts...)), nil
-}
-
-func renderBottlerocket(o Options) string {
-	var b strings.Builder
-	b.WriteString(strings.TrimSpace(o.Custom))
-	if o.Custom != "" {
-		b.WriteString("\n\n")
-	}
-	b.WriteString("[settings.kubernetes]\n")
-	fmt.Fprintf(&b, "cluster-name = %q\n", o.ClusterName)
-	if o.ClusterEndpoint != "" {
-		fmt.Fprintf(&b, "api-server = %q\n", o.ClusterEndpoint)
-	}
-	if len(o.ClusterCA) > 0 {
-		fmt.Fprintf(&b, "cluster-certificate = %q\n", base64.StdEncoding.EncodeToString(o.ClusterCA))
-	}
-	if o.ClusterDNS != "" {
-		fmt.Fprintf(&b, "cluster-dns-ip = %q\n", o.ClusterDNS)
-	}
-	if o.MaxPods > 0 {
-		fmt.Fprintf(&b, "max-pods = %d\n", o.MaxPods)
-	}
-	if len(o.Labels) > 0 {
-		b.WriteString("\n[settings.kubernetes.node-labels]\n")
-		keys := make([]string, 0, len(o.Labels))
-		for k := range o.Labels {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(&b, "%q = %q\n", k, o.Labels[k])
-		}
-	}
-	if len(o.Taints) > 0 {
-		b.WriteString("\n[settings.kubernetes.node-taints]\n")
-		byKey := map[string][]string{}
-		var keys []string
-		for _, t := range o.Taints {
-			if _, ok := byKey[t.Key]; !ok {
-				keys = append(keys, t.Key)
-			}
-			byKey[t.Key] = append(byKey[t.Key], t.Value+":"+t.Effect)
-		}
-		for _, k := range keys {
-			quoted := make([]string, 0, len(byKey[k]))
-			for _, v := range byKey[k] {
-				quoted = append(quoted, strconv.Quote(v))
-			}
-			fmt.Fprintf(&b, "%q = [%s]\n", k, strings.Join(quoted, ", "))
-		}
-	}
-	return b.String()
 }
 
 type part struct{ contentType, body string }

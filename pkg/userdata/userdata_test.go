@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"testing"
 
+	"github.com/BurntSushi/toml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -14,9 +15,11 @@ func opts() Options {
 		ClusterDNS: "10.0.0.10", ClusterCIDR: "10.0.0.0/24",
 		Labels:  map[string]string{"karpenter.sh/nodepool": "default", "a": "b", "karpenter.sh/capacity-type": "spot"},
 		Taints:  []Taint{{Key: "t", Value: "v", Effect: "NoSchedule"}, {Key: "karpenter.sh/unregistered", Effect: "NoExecute"}},
-		MaxPods: 29,
+		Kubelet: Kubelet{MaxPods: ptr[int32](29)},
 	}
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func TestRenderParseRoundTripPerFamily(t *testing.T) {
 	for _, fam := range []Family{AL2, AL2023, Bottlerocket} {
@@ -28,7 +31,8 @@ func TestRenderParseRoundTripPerFamily(t *testing.T) {
 			assert.Equal(t, "demo-cluster", reg.ClusterName)
 			assert.Equal(t, opts().Labels, reg.Labels)
 			assert.ElementsMatch(t, opts().Taints, reg.Taints)
-			assert.Equal(t, 29, reg.MaxPods)
+			assert.Equal(t, int32(29), *reg.Kubelet.MaxPods)
+			assert.Equal(t, []string{"10.0.0.10"}, reg.Kubelet.ClusterDNS)
 			// EC2 carries user data base64-encoded; Parse takes either.
 			reg2, err := Parse(base64.StdEncoding.EncodeToString([]byte(doc)))
 			require.NoError(t, err)
@@ -113,4 +117,145 @@ func TestParseReadsRegisterWithTaintsAndRejectsUnknownEffects(t *testing.T) {
 	assert.ErrorContains(t, err, `unknown effect "Sometimes"`)
 	_, err = Parse("[settings.kubernetes.node-taints]\n\"t\" = [\"v:Never\"]\n")
 	assert.ErrorContains(t, err, `unknown effect "Never"`)
+}
+
+// fullKubelet sets every kubelet setting a node class can carry.
+func fullKubelet() Kubelet {
+	return Kubelet{
+		MaxPods: ptr[int32](10), PodsPerCore: ptr[int32](4),
+		SystemReserved:              map[string]string{"cpu": "100m", "memory": "200Mi", "ephemeral-storage": "1Gi"},
+		KubeReserved:                map[string]string{"cpu": "250m", "memory": "1Gi"},
+		EvictionHard:                map[string]string{"memory.available": "5%", "nodefs.available": "15%"},
+		EvictionSoft:                map[string]string{"memory.available": "500Mi"},
+		EvictionSoftGracePeriod:     map[string]string{"memory.available": "1m30s"},
+		EvictionMaxPodGracePeriod:   ptr[int32](60),
+		ImageGCHighThresholdPercent: ptr[int32](85), ImageGCLowThresholdPercent: ptr[int32](80),
+		CPUCFSQuota: ptr(false), ClusterDNS: []string{"10.100.0.10"},
+	}
+}
+
+// Every family writes the node class's kubelet settings and RAID0 policy, and Parse (the
+// emulator's kubelet) reads all of them back.
+func TestKubeletSettingsAndRAID0RoundTripPerFamily(t *testing.T) {
+	for _, fam := range []Family{AL2, AL2023, Bottlerocket} {
+		t.Run(string(fam), func(t *testing.T) {
+			o := opts()
+			o.Kubelet = fullKubelet()
+			o.InstanceStorePolicy = RAID0
+			want := o.Kubelet
+			if fam == Bottlerocket {
+				o.Kubelet.PodsPerCore, want.PodsPerCore = nil, nil
+			}
+			doc, err := Render(fam, o)
+			require.NoError(t, err)
+			reg, err := Parse(doc)
+			require.NoError(t, err, doc)
+			assert.Equal(t, want, reg.Kubelet, doc)
+			assert.Equal(t, RAID0, reg.InstanceStorePolicy, doc)
+			assert.Equal(t, fam, reg.Family)
+			assert.Equal(t, opts().Labels, reg.Labels)
+
+			o.InstanceStorePolicy, o.Kubelet = "", Kubelet{}
+			doc, err = Render(fam, o)
+			require.NoError(t, err)
+			reg, err = Parse(doc)
+			require.NoError(t, err)
+			assert.Empty(t, reg.InstanceStorePolicy)
+			assert.Nil(t, reg.Kubelet.MaxPods)
+		})
+	}
+}
+
+func TestAL2KubeletFlags(t *testing.T) {
+	o := opts()
+	o.Kubelet = fullKubelet()
+	o.InstanceStorePolicy = RAID0
+	doc, err := Render(AL2, o)
+	require.NoError(t, err)
+	assert.Contains(t, doc, "--use-max-pods false")
+	assert.Contains(t, doc, "--local-disks raid0")
+	assert.Contains(t, doc, "--dns-cluster-ip '10.100.0.10'", "the class's cluster DNS wins over the launcher's")
+	for _, f := range []string{"--max-pods=10", "--pods-per-core=4", "--system-reserved=cpu=100m,ephemeral-storage=1Gi,memory=200Mi",
+		"--kube-reserved=cpu=250m,memory=1Gi", "--eviction-hard=memory.available<5%,nodefs.available<15%",
+		"--eviction-soft=memory.available<500Mi", "--eviction-soft-grace-period=memory.available=1m30s",
+		"--eviction-max-pod-grace-period=60", "--image-gc-high-threshold=85", "--image-gc-low-threshold=80", "--cpu-cfs-quota=false"} {
+		assert.Contains(t, doc, f)
+	}
+}
+
+func TestAL2023NodeConfigKubeletAndLocalStorage(t *testing.T) {
+	o := opts()
+	o.Kubelet = fullKubelet()
+	o.InstanceStorePolicy = RAID0
+	doc, err := Render(AL2023, o)
+	require.NoError(t, err)
+	parts, err := ParseMultipart(doc)
+	require.NoError(t, err)
+	body := parts[0].Body
+	for _, s := range []string{"maxPods: 10", "kubeReserved:", "memory: 1Gi", "evictionHard:", "memory.available: 5%",
+		"clusterDNS:\n      - 10.100.0.10", "localStorage:\n      strategy: RAID0"} {
+		assert.Contains(t, body, s)
+	}
+}
+
+// A Bottlerocket class's own user data may set settings.kubernetes itself: the result is one
+// valid TOML document with the class's keys kept and the cluster's settings Fleetwright's.
+func TestBottlerocketMergesTheClassTOML(t *testing.T) {
+	o := opts()
+	o.Kubelet = Kubelet{MaxPods: ptr[int32](20), KubeReserved: map[string]string{"memory": "1Gi"}}
+	o.InstanceStorePolicy = RAID0
+	o.Custom = `[settings.kubernetes]
+cluster-name = "someone-elses"
+image-gc-high-threshold-percent = 90
+max-pods = 99
+
+[settings.kubernetes.node-labels]
+team = "infra"
+"karpenter.sh/nodepool" = "not-this"
+
+[settings.kubernetes.node-taints]
+dedicated = ["infra:NoSchedule"]
+
+[settings.host-containers.admin]
+enabled = true
+`
+	doc, err := Render(Bottlerocket, o)
+	require.NoError(t, err)
+	var parsed map[string]any
+	_, err = toml.Decode(doc, &parsed)
+	require.NoError(t, err, "valid TOML:\n%s", doc)
+	kube := parsed["settings"].(map[string]any)["kubernetes"].(map[string]any)
+	assert.Equal(t, "demo-cluster", kube["cluster-name"], "the cluster's settings are Fleetwright's")
+	assert.Equal(t, int64(90), kube["image-gc-high-threshold-percent"], "the class's own kubelet settings are kept")
+	assert.Equal(t, int64(20), kube["max-pods"], "the class's spec.kubelet wins over its user data")
+	admin := parsed["settings"].(map[string]any)["host-containers"].(map[string]any)["admin"].(map[string]any)
+	assert.Equal(t, true, admin["enabled"])
+
+	reg, err := Parse(doc)
+	require.NoError(t, err)
+	assert.Equal(t, "infra", reg.Labels["team"])
+	assert.Equal(t, "default", reg.Labels["karpenter.sh/nodepool"])
+	assert.Contains(t, reg.Taints, Taint{Key: "dedicated", Value: "infra", Effect: "NoSchedule"})
+	assert.Contains(t, reg.Taints, Taint{Key: "t", Value: "v", Effect: "NoSchedule"})
+	assert.Equal(t, int32(20), *reg.Kubelet.MaxPods)
+	assert.Equal(t, map[string]string{"memory": "1Gi"}, reg.Kubelet.KubeReserved)
+	assert.Equal(t, RAID0, reg.InstanceStorePolicy)
+
+	o.Custom = "[settings\nbroken"
+	_, err = Render(Bottlerocket, o)
+	assert.ErrorContains(t, err, "parsing the node class's Bottlerocket user data as TOML")
+	o.Custom = "settings = 3"
+	_, err = Render(Bottlerocket, o)
+	assert.ErrorContains(t, err, `"settings"`)
+}
+
+func TestUnsupportedSettingsAreRefused(t *testing.T) {
+	o := opts()
+	o.InstanceStorePolicy = "RAID5"
+	_, err := Render(AL2, o)
+	assert.ErrorContains(t, err, `unsupported instanceStorePolicy "RAID5"`)
+	o = opts()
+	o.Kubelet.PodsPerCore = ptr[int32](2)
+	_, err = Render(Bottlerocket, o)
+	assert.ErrorContains(t, err, "podsPerCore is not supported on Bottlerocket")
 }

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
 
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
@@ -52,6 +53,9 @@ type launchInfo struct {
 	LaunchTemplate string
 	Type           *catalogv1.InstanceType // the launched type's facts, from the published catalog
 	ZoneID         string
+	// Node is what the node's capacity is computed under (its class's kubelet settings,
+	// volumes and instance-store policy).
+	Node scheduling.NodeSettings
 }
 
 func zoneIDOf(subnets []subnet, zone string) string {
@@ -88,6 +92,11 @@ type nodeClassSpec struct {
 	UserData        string
 	InstanceProfile string
 	Tags            map[string]string
+	// Kubelet, BlockDeviceMappings and InstanceStorePolicy ("" or RAID0) are the class's
+	// settings for its nodes (see nodesettings.go).
+	Kubelet             userdata.Kubelet
+	BlockDeviceMappings []*ec2v1.BlockDeviceMapping
+	InstanceStorePolicy string
 }
 
 var (
@@ -259,6 +268,7 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 			LaunchTemplate: templatesByArch[arch[got.InstanceType]],
 			Type:           l.typeOf(got.InstanceType),
 			ZoneID:         zoneIDOf(subnets, got.Zone),
+			Node:           nodeSettings(kubeletFor(intent, class), class),
 		}, nil
 	}
 }
@@ -307,14 +317,22 @@ func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSp
 	ud, err := userdata.Render(userdata.Family(class.AMIFamily), userdata.Options{
 		ClusterName: l.cfg.ClusterName, ClusterEndpoint: l.cfg.ClusterEndpoint, ClusterCA: l.clusterCA,
 		ClusterDNS: l.cfg.ClusterDNS, ClusterCIDR: l.cfg.ClusterCIDR, Labels: labels, Taints: taints, Custom: class.UserData,
+		Kubelet: kubeletFor(intent, class), InstanceStorePolicy: class.InstanceStorePolicy,
 	})
+	if err == nil {
+		err = nodeSettings(kubeletFor(intent, class), class).Validate()
+	}
+	var devs []blockDevice
+	if err == nil {
+		devs, err = blockDevices(class.AMIFamily, class.BlockDeviceMappings)
+	}
 	if err != nil {
 		// An AMI family we cannot write user data for (e.g. Windows) or custom user data that is
 		// not valid MIME: retrying will not help, the node class must change.
 		return templateSpec{}, fmt.Errorf("%w %s: %w", errNodeClassInvalid, class.Name, err)
 	}
 	return templateSpec{ClusterName: l.cfg.ClusterName, NodeClass: class.Name, ImageID: img.ID, SecurityGroupIDs: sgs,
-		UserData: ud, InstanceProfile: class.InstanceProfile, Tags: l.tags(intent, class)}, nil
+		UserData: ud, InstanceProfile: class.InstanceProfile, Tags: l.tags(intent, class), BlockDevices: devs}, nil
 }
 
 const unregisteredTaintKey = "karpenter.sh/unregistered"

@@ -133,9 +133,11 @@ func (k *kubeClaims) MarkLaunched(ctx context.Context, name string, info launchI
 		nc.Status.ProviderID = info.ProviderID
 		nc.Status.ImageID = info.ImageID
 		if info.Type != nil {
-			// What the node will register, as the scheduler planned it (scheduling.TypeCapacity).
-			it := scheduling.InstanceType{Capacity: scheduling.TypeCapacity(facts)}
-			nc.Status.Capacity, nc.Status.Allocatable = podproj.KubeResources(it.Capacity), podproj.KubeResources(it.Allocatable())
+			// What the node will register under its class's settings, as the scheduler planned it
+			// (scheduling.NodeResources); settings were validated before the launch.
+			if capacity, alloc, err := scheduling.NodeResources(facts, info.Node); err == nil {
+				nc.Status.Capacity, nc.Status.Allocatable = podproj.KubeResources(capacity), podproj.KubeResources(alloc)
+			}
 		}
 		nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched",
 			Message: fmt.Sprintf("instance %s (%s, %s, %s)", info.InstanceID, info.InstanceType, info.Zone, info.CapacityType)})
@@ -198,7 +200,11 @@ func (k *kubeClasses) Get(_ context.Context, ref *commonv1.ObjectRef) (nodeClass
 }
 
 func specOf(nc *ec2v1.EC2NodeClass) nodeClassSpec {
-	s := nodeClassSpec{Name: nc.Name, AMIFamily: nc.ResolvedAMIFamily(), Tags: nc.Spec.Tags}
+	s := nodeClassSpec{Name: nc.Name, AMIFamily: nc.ResolvedAMIFamily(), Tags: nc.Spec.Tags,
+		Kubelet: classKubelet(nc.Spec.Kubelet), BlockDeviceMappings: nc.Spec.BlockDeviceMappings}
+	if nc.Spec.InstanceStorePolicy != nil {
+		s.InstanceStorePolicy = *nc.Spec.InstanceStorePolicy
+	}
 	if nc.Spec.UserData != nil {
 		s.UserData = *nc.Spec.UserData
 	}

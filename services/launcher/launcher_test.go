@@ -562,3 +562,65 @@ func TestLaunchTemplatesOfDeletedClassesAreDeleted(t *testing.T) {
 	require.Eventually(t, func() bool { return !exists(doomed) }, 30*time.Second, 100*time.Millisecond, "the deleted class's template is deleted")
 	assert.True(t, exists(kept), "the template of a class that remains stays")
 }
+
+// A node class's block devices go on the launch template, its kubelet settings and RAID0
+// policy into the user data, and the node registers (and the claim reports) the capacity they
+// make; a change of volumes makes a new template.
+func TestNodeClassKubeletAndVolumesReachTheTemplateAndNode(t *testing.T) {
+	e := start(t)
+	class := "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: volumes\nspec:\n  amiFamily: AL2023\n" +
+		"  amiSelectorTerms:\n  - alias: al2023@latest\n  role: KarpenterNodeRole-demo-cluster\n" +
+		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
+		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
+		"  kubelet:\n    maxPods: 10\n    kubeReserved:\n      memory: 1Gi\n" +
+		"  blockDeviceMappings:\n  - deviceName: /dev/xvda\n    rootVolume: true\n    ebs:\n      volumeSize: 120Gi\n      volumeType: gp3\n" +
+		"      iops: 4000\n      throughput: 250\n      encrypted: true\n      deleteOnTermination: true\n"
+	e.apply(class)
+	intent := e.claimOf("volumes", "default-volumes1", "t4g.small")
+	e.publish(intent, intent.NodeClaimName)
+	require.Eventually(t, func() bool {
+		nc := e.nodeClaim("default-volumes1")
+		return nc != nil && nc.IsTrue(karpv1.ConditionTypeRegistered)
+	}, 90*time.Second, 100*time.Millisecond, "the NodeClaim is launched and registered")
+
+	var lt *awsemu.TemplateInfo
+	templates, err := e.emu.Templates(e.ctx)
+	require.NoError(t, err)
+	for _, tag := range e.instancesFor("default-volumes1")[0].Tags {
+		for i := range templates {
+			if tag.Key == "aws:ec2launchtemplate:id" && templates[i].ID == tag.Value {
+				lt = &templates[i]
+			}
+		}
+	}
+	require.NotNil(t, lt, "the instance's template is recorded")
+	assert.Equal(t, []awsemu.BlockDevice{{DeviceName: "/dev/xvda", VolumeSizeGiB: 120, VolumeType: "gp3", IOPS: 4000, Throughput: 250,
+		Encrypted: ptrTo(true), DeleteOnTermination: ptrTo(true)}}, lt.BlockDevices)
+	assert.Contains(t, lt.UserData, "maxPods: 10")
+	assert.Contains(t, lt.UserData, "kubeReserved:\n        memory: 1Gi")
+
+	nc := e.nodeClaim("default-volumes1")
+	var node corev1.Node
+	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: nc.Status.NodeName}, &node))
+	assert.Equal(t, int64(10), node.Status.Allocatable.Pods().Value(), "the node registers maxPods")
+	assert.Equal(t, "120Gi", node.Status.Capacity.StorageEphemeral().String(), "on the class's root volume")
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage} {
+		assert.True(t, node.Status.Allocatable[r].Equal(nc.Status.Allocatable[r]), "the claim's %s allocatable is the node's", r)
+	}
+
+	// A default class gets its family's 20Gi root, on another template.
+	intent = e.claim("default-volumes2", "t4g.small")
+	e.publish(intent, intent.NodeClaimName)
+	require.Eventually(t, func() bool { return len(e.instancesFor("default-volumes2")) == 1 }, 60*time.Second, 100*time.Millisecond)
+	templates, err = e.emu.Templates(e.ctx)
+	require.NoError(t, err)
+	found := false
+	for _, tmpl := range templates {
+		if tmpl.ID != lt.ID && len(tmpl.BlockDevices) == 1 && tmpl.BlockDevices[0].VolumeSizeGiB == 20 && tmpl.BlockDevices[0].DeviceName == "/dev/xvda" {
+			found = true
+		}
+	}
+	assert.True(t, found, "the default class's template has the family's 20Gi /dev/xvda: %+v", templates)
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -27,6 +27,8 @@ type templateSpec struct {
 	UserData         string // rendered, not encoded
 	InstanceProfile  string
 	Tags             map[string]string
+	// BlockDevices are the node class's volumes (or its AMI family's default).
+	BlockDevices []blockDevice
 }
 
 func (s templateSpec) name() string {
@@ -41,6 +43,9 @@ func (s templateSpec) name() string {
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Fprintf(h, "\x00%s=%s", k, s.Tags[k])
+	}
+	for _, d := range s.BlockDevices {
+		fmt.Fprintf(h, "\x00bdm=%s", d)
 	}
 	return "fleetwright/" + s.ClusterName + "/" + hex.EncodeToString(h.Sum(nil))[:20]
 }
@@ -96,6 +101,9 @@ func (t *templates) create(ctx context.Context, name string, spec templateSpec) 
 			HttpTokens:              ec2types.LaunchTemplateHttpTokensStateRequired,
 			HttpPutResponseHopLimit: aws.Int32(1),
 		},
+	}
+	if len(spec.BlockDevices) > 0 {
+		data.BlockDeviceMappings = blockDeviceRequest(spec.BlockDevices)
 	}
 	if spec.InstanceProfile != "" {
 		data.IamInstanceProfile = &ec2types.LaunchTemplateIamInstanceProfileSpecificationRequest{Name: aws.String(spec.InstanceProfile)}

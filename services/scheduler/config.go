@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetwright/fleetwright/pkg/podproj"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/service"
 )
 
@@ -25,6 +26,10 @@ type config struct {
 	// NominationCheck is how often the leader ends nominations ready nodes cannot honour.
 	Nomination      podproj.NominationRule
 	NominationCheck time.Duration
+	// VMMemoryOverhead is the share of an instance's nominal memory the hypervisor and kernel
+	// keep, which the scheduler takes off every type's memory (Karpenter's
+	// VM_MEMORY_OVERHEAD_PERCENT, a fraction despite the name).
+	VMMemoryOverhead float64
 }
 
 func parseConfig(args []string) (config, error) {
@@ -44,6 +49,8 @@ func parseConfig(args []string) (config, error) {
 	c.Nomination.RegisterFlags(fs, service.EnvDuration)
 	fs.DurationVar(&c.NominationCheck, "nomination-check", service.EnvDuration("NOMINATION_CHECK_INTERVAL", 2*time.Second),
 		"how often the leader ends the nominations of pods a ready node has no room left for (env NOMINATION_CHECK_INTERVAL)")
+	fs.Float64Var(&c.VMMemoryOverhead, "vm-memory-overhead-percent", service.EnvFloat("VM_MEMORY_OVERHEAD_PERCENT", scheduling.VMMemoryOverhead),
+		"share of an instance's memory the hypervisor and kernel keep, as a fraction: 0.075 is 7.5% (env VM_MEMORY_OVERHEAD_PERCENT)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -62,6 +69,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.MaxInstanceTypes < 1 || c.MaxInstanceTypes > 60 {
 		errs = append(errs, errors.New("--max-instance-types must be between 1 and 60"))
+	}
+	if c.VMMemoryOverhead < 0 || c.VMMemoryOverhead >= 1 {
+		errs = append(errs, errors.New("--vm-memory-overhead-percent must be a fraction from 0 to below 1 (0.075 is 7.5%)"))
 	}
 	return c, errors.Join(errs...)
 }

@@ -87,7 +87,7 @@ func TestOptionBounds(t *testing.T) {
 		"a": {Name: "a", Capacity: scheduling.ResourceList{"cpu": 2000, "memory": 4 * scheduling.GiB, "pods": 10}},
 		"b": {Name: "b", Capacity: scheduling.ResourceList{"cpu": 4000, "memory": 2 * scheduling.GiB, "pods": 20}},
 	}
-	alloc, capacity := optionBounds([]string{"a", "b", "unknown"}, types)
+	alloc, capacity := optionBounds([]string{"a", "b", "unknown"}, types, nil)
 	assert.Equal(t, scheduling.ResourceList{"cpu": 4000, "memory": 4 * scheduling.GiB, "pods": 20}, capacity, "largest capacity")
 	assert.Equal(t, types["a"].Allocatable()["cpu"], alloc["cpu"], "smallest allocatable cpu")
 	assert.Equal(t, types["b"].Allocatable()["memory"], alloc["memory"], "smallest allocatable memory")

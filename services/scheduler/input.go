@@ -117,7 +117,7 @@ func (s *scheduler) nodes(v view) []scheduling.Node {
 	for i := range v.claims {
 		c := &v.claims[i]
 		if !registered[c.Name] {
-			out = append(out, s.inFlightNode(c, v.byName))
+			out = append(out, s.inFlightNode(c, v))
 		}
 	}
 	return out
@@ -157,9 +157,10 @@ func (s *scheduler) existingNode(n *corev1.Node, claim *claimState) scheduling.N
 }
 
 // inFlightNode is a NodeClaim not registered yet, holding the pods whose nomination to it is
-// live. Until launched, its allocatable is the smallest among its possible types; the core
-// charges it its pool's DaemonSet overhead, as those pods will land on it too.
-func (s *scheduler) inFlightNode(c *claimState, types map[string]*scheduling.InstanceType) scheduling.Node {
+// live. Until launched, its allocatable is the smallest among its possible types (under its
+// pool's node settings); the core charges it its pool's DaemonSet overhead, as those pods will
+// land on it too.
+func (s *scheduler) inFlightNode(c *claimState, v view) scheduling.Node {
 	out := scheduling.Node{Name: c.Name, NodePool: c.NodePool, InFlight: true, MarkedForDeletion: c.Deleting,
 		Labels: map[string]string{}}
 	for _, r := range c.Requirements {
@@ -178,13 +179,18 @@ func (s *scheduler) inFlightNode(c *claimState, types map[string]*scheduling.Ins
 	}
 	out.Allocatable, out.Capacity = podproj.CoreResources(c.Allocatable), podproj.CoreResources(c.Capacity)
 	if len(c.Allocatable) == 0 {
-		out.Allocatable, out.Capacity = optionBounds(requirementValues(c.Requirements, scheduling.LabelInstanceType), types)
+		var ns *scheduling.NodeSettings
+		if p, ok := v.pool(c.NodePool); ok {
+			ns = p.core.Node
+		}
+		out.Allocatable, out.Capacity = optionBounds(requirementValues(c.Requirements, scheduling.LabelInstanceType), v.byName, ns)
 	}
 	return out
 }
 
-// optionBounds returns the smallest allocatable and the largest capacity among the types.
-func optionBounds(names []string, types map[string]*scheduling.InstanceType) (alloc, capacity scheduling.ResourceList) {
+// optionBounds returns the smallest allocatable and the largest capacity among the types,
+// under the node settings (nil: the types' own).
+func optionBounds(names []string, types map[string]*scheduling.InstanceType, ns *scheduling.NodeSettings) (alloc, capacity scheduling.ResourceList) {
 	alloc, capacity = scheduling.ResourceList{}, scheduling.ResourceList{}
 	first := true
 	for _, name := range names {
@@ -192,7 +198,10 @@ func optionBounds(names []string, types map[string]*scheduling.InstanceType) (al
 		if !ok {
 			continue
 		}
-		a := t.Allocatable()
+		c, a, err := t.Resources(ns)
+		if err != nil {
+			c, a = t.Capacity, t.Allocatable()
+		}
 		for n, q := range a {
 			if cur, ok := alloc[n]; first || (ok && q < cur) {
 				alloc[n] = q
@@ -205,7 +214,7 @@ func optionBounds(names []string, types map[string]*scheduling.InstanceType) (al
 				}
 			}
 		}
-		for n, q := range t.Capacity {
+		for n, q := range c {
 			capacity[n] = max(capacity[n], q)
 		}
 		first = false

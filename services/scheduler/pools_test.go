@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
@@ -184,4 +185,44 @@ func TestDaemonSetOverheadIsCounted(t *testing.T) {
 	assert.Equal(t, int64(1625), intent.GetResources().GetQuantities()["cpu"], "five pods and the agent")
 	assert.Equal(t, int64(6), intent.GetResources().GetQuantities()["pods"])
 	assert.Contains(t, e.logs.String(), `launching nodeclaim with 5 pods requesting {\"cpu\":\"1625m\",\"pods\":\"6\"}`)
+}
+
+// A pool whose EC2NodeClass caps pods at 10 never plans 11 on one node, though one t4g node
+// would hold them otherwise; the intents carry the cap for the launcher.
+func TestNodeClassMaxPodsLimitsPacking(t *testing.T) {
+	e := newEnv(t, "sched-maxpods")
+	e.apply("deploy/examples/v1/default.yaml")
+	_, err := e.dyn.Resource(clusterstate.NodeClasses).Patch(e.ctx, "default", types.MergePatchType,
+		[]byte(`{"spec":{"kubelet":{"maxPods":10}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	e.start("maxpods")
+	intents := e.intents()
+	pods := e.pendingPods("inflate", 11, "10m")
+	e.publishBatch("maxpods-1", pods)
+	total := 0
+	for range 2 {
+		intent, _, _ := e.nextIntent(intents)
+		// DaemonSet pods (other tests' may linger) count towards maxPods too.
+		n := intent.GetResources().GetQuantities()["pods"]
+		assert.LessOrEqual(t, n, int64(10), "no node planned with more than maxPods")
+		assert.Equal(t, int32(10), intent.GetKubelet().GetMaxPods())
+		total += len(intent.GetPods())
+	}
+	assert.Equal(t, 11, total)
+	assert.Len(t, e.nodeClaims(), 2)
+}
+
+// Kubelet settings no kubelet would take leave the pool out, and the pods are told why.
+func TestNodeClassBadKubeletSettingsAreRefused(t *testing.T) {
+	e := newEnv(t, "sched-badkubelet")
+	e.apply("deploy/examples/v1/default.yaml")
+	_, err := e.dyn.Resource(clusterstate.NodeClasses).Patch(e.ctx, "default", types.MergePatchType,
+		[]byte(`{"spec":{"kubelet":{"kubeReserved":{"memory":"lots"}}}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	e.start("badkubelet")
+	pods := e.pendingPods("inflate", 1, "10m")
+	e.publishBatch("badkubelet-1", pods)
+	e.batchesDone(1)
+	e.eventsSay(pods, reasonFailedScheduling, `kubelet kubeReserved["memory"]: "lots" is not a non-negative quantity`)
+	assert.Empty(t, e.nodeClaims())
 }

@@ -26,7 +26,16 @@ func (s *scheduler) read() (view, error) {
 			v.notReady = append(v.notReady, fmt.Sprintf("nodepool %s is not ready: %s", p.Name, c.Message))
 			continue
 		}
-		v.pools = append(v.pools, poolView{core: corePool(p.NodePool), legacy: p.Legacy, uid: p.UID, spec: p.Spec.Template.Spec,
+		// Each pool plans its nodes' capacity with its node class's kubelet settings, volumes and
+		// instance-store policy; settings no kubelet would take leave the pool out, saying why.
+		ns := p.NodeSettings(s.cfg.VMMemoryOverhead)
+		if err := ns.Validate(); err != nil {
+			v.notReady = append(v.notReady, fmt.Sprintf("nodepool %s is not ready: its node class's settings: %v", p.Name, err))
+			continue
+		}
+		core := corePool(p.NodePool)
+		core.Node = &ns
+		v.pools = append(v.pools, poolView{core: core, legacy: p.Legacy, uid: p.UID, spec: p.Spec.Template.Spec,
 			annotations: p.Spec.Template.ObjectMeta.Annotations, kubelet: kubeletConfig(p.Kubelet)})
 	}
 	sortPools(v.pools)

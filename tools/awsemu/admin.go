@@ -17,6 +17,7 @@ import (
 //	POST /_emu/interrupt  {"kind":"spot-interruption","instanceId":"i-...","state":"stopping","notice":"30s"}
 //	GET  /_emu/instances  → [InstanceInfo]
 //	GET  /_emu/calls      → [Call]
+//	GET  /_emu/templates  → [TemplateInfo]
 //	POST /_emu/reset      forget instances, templates, queues' messages, faults and calls
 const adminPrefix = "/_emu/"
 
@@ -110,6 +111,8 @@ func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeAdminResult(w, e.Interrupt(Interruption{Kind: in.Kind, InstanceID: in.InstanceID, State: in.State, Notice: notice}))
 	case "GET instances":
 		writeAdmin(w, http.StatusOK, e.Instances())
+	case "GET templates":
+		writeAdmin(w, http.StatusOK, e.Templates())
 	case "GET calls":
 		writeAdmin(w, http.StatusOK, e.Calls())
 	case "POST reset":

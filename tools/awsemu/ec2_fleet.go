@@ -430,7 +430,7 @@ func (e *Emulator) newInstanceLocked(r *fleetRequest, c override, capacityType, 
 		Type: c.instanceType.Name, Zone: c.subnet.Zone, SubnetID: c.subnet.ID,
 		ImageID: cmp.Or(c.imageID, c.lt.ImageID), CapacityType: capacityType,
 		PrivateIP: ip, PrivateDNS: dns, UserData: c.lt.UserData, FleetID: fleetID,
-		SecurityGroups: slices.Clone(c.lt.SecurityGroups),
+		SecurityGroups: slices.Clone(c.lt.SecurityGroups), BlockDevices: slices.Clone(c.lt.BlockDevices),
 	}
 	inst.Tags = setTags(slices.Clone(c.lt.InstanceTags), r.tags)
 	inst.Tags = setTags(inst.Tags, []Tag{

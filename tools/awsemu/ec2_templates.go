@@ -17,6 +17,7 @@ type launchTemplate struct {
 	UserData       string // base64, as sent
 	InstanceTags   []Tag  // TagSpecification with ResourceType=instance
 	SecurityGroups []string
+	BlockDevices   []BlockDevice // LaunchTemplateData.BlockDeviceMapping.N
 }
 
 type launchTemplateXML struct {
@@ -53,6 +54,10 @@ func (e *Emulator) createLaunchTemplate(req *ec2Request) (requestIDSetter, error
 		UserData:       f.Get("LaunchTemplateData.UserData"),
 		InstanceTags:   parseTagSpecs(f, "LaunchTemplateData.TagSpecification", "instance"),
 		SecurityGroups: list(f, "LaunchTemplateData.SecurityGroupId"),
+	}
+	var err error
+	if lt.BlockDevices, err = parseBlockDevices(f, "LaunchTemplateData.BlockDeviceMapping"); err != nil {
+		return nil, err
 	}
 	if lt.ImageID != "" {
 		if _, ok := e.world.imageByID(lt.ImageID); !ok {

@@ -64,6 +64,7 @@ type instance struct {
 	LaunchTime                                      time.Time
 	Tags                                            []Tag
 	UserData                                        string // base64
+	BlockDevices                                    []BlockDevice
 	SecurityGroups                                  []string
 	FleetID                                         string
 	gone                                            bool // dropped after retention

@@ -29,6 +29,9 @@ type NodeSpec struct {
 	PrivateIP    string
 	Labels       map[string]string // from user data
 	Taints       []corev1.Taint    // from user data
+	// Settings is what decides its capacity beyond the type: the kubelet settings and
+	// instance-store policy of its user data, its template's volumes; nil: the defaults.
+	Settings *scheduling.NodeSettings
 }
 
 // nodeSpec describes the Node an instance registers; user data that cannot be read gives a
@@ -43,6 +46,13 @@ func (e *Emulator) nodeSpec(inst *instance) NodeSpec {
 		var ks kubeletSettings
 		ks, err = parseKubeletSettings(ud)
 		spec.Labels, spec.Taints = ks.Labels, ks.Taints
+		ns := nodeSettings(ks.Registration, inst.BlockDevices)
+		spec.Settings = &ns
+		if verr := ns.Validate(); verr != nil {
+			// A kubelet would not start with these settings; the node registers as if none.
+			log.Printf("awsemu: instance %s: kubelet settings: %v", inst.ID, verr)
+			spec.Settings = nil
+		}
 	}
 	if err != nil {
 		log.Printf("awsemu: instance %s: reading user data: %v", inst.ID, err)
@@ -73,8 +83,15 @@ func (s NodeSpec) Node() *corev1.Node {
 		labels[k] = v
 	}
 	// The node registers what the scheduler planned with: one function for both.
-	it := scheduling.InstanceType{Capacity: scheduling.TypeCapacity(t)}
-	capacity, allocatable := podproj.KubeResources(it.Capacity), podproj.KubeResources(it.Allocatable())
+	ns := scheduling.DefaultNodeSettings()
+	if s.Settings != nil {
+		ns = *s.Settings
+	}
+	c, a, err := scheduling.NodeResources(t, ns)
+	if err != nil {
+		c, a, _ = scheduling.NodeResources(t, scheduling.DefaultNodeSettings())
+	}
+	capacity, allocatable := podproj.KubeResources(c), podproj.KubeResources(a)
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        s.Name,

@@ -1,8 +1,13 @@
 package awsemu
 
 import (
+	"context"
 	"encoding/base64"
 	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -107,4 +112,49 @@ func TestNodeFromCatalog(t *testing.T) {
 	assert.Equal(t, "6903Mi", n.Status.Allocatable.Memory().String())
 	assert.Equal(t, int64(typ.MaxPods), n.Status.Allocatable.Pods().Value())
 	assert.Equal(t, 29, typ.MaxPods)
+}
+
+// The launch template's block device mappings are recorded as sent, invalid ones refused, and
+// an instance launched from it registers its node with the volume's size and the user data's
+// kubelet settings.
+func TestTemplateBlockDevicesAndKubeletSettingsReachTheNode(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	img := e.image(t, "amazon-eks-node-al2023-x86_64-standard-*")
+	ud := "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: demo-cluster\n  kubelet:\n    config:\n      maxPods: 12\n      kubeReserved:\n        memory: 1Gi\n"
+	_, err := e.ec2.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{
+		LaunchTemplateName: aws.String("with-volumes"),
+		LaunchTemplateData: &ec2types.RequestLaunchTemplateData{ImageId: aws.String(img), UserData: aws.String(b64(ud)),
+			BlockDeviceMappings: []ec2types.LaunchTemplateBlockDeviceMappingRequest{{DeviceName: aws.String("/dev/xvda"),
+				Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(120), VolumeType: ec2types.VolumeTypeGp3,
+					Iops: aws.Int32(4000), Throughput: aws.Int32(250), Encrypted: aws.Bool(true), KmsKeyId: aws.String("arn:aws:kms:us-east-1:111122223333:key/k"),
+					DeleteOnTermination: aws.Bool(true), SnapshotId: aws.String("snap-0123")}}}},
+	})
+	require.NoError(t, err)
+	tmpls := e.emu.Templates()
+	require.Len(t, tmpls, 1)
+	assert.Equal(t, []BlockDevice{{DeviceName: "/dev/xvda", VolumeSizeGiB: 120, VolumeType: "gp3", IOPS: 4000, Throughput: 250,
+		Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true), KMSKeyID: "arn:aws:kms:us-east-1:111122223333:key/k", SnapshotID: "snap-0123"}},
+		tmpls[0].BlockDevices)
+	assert.Equal(t, ud, tmpls[0].UserData)
+
+	ids := e.launch(t, e.fleet(t, "with-volumes", ec2types.DefaultTargetCapacityTypeOnDemand, 1, ov{"m5.large", "us-east-1a"}))
+	e.emu.mu.Lock()
+	inst := e.emu.instances[ids[0]]
+	e.emu.mu.Unlock()
+	n := e.emu.nodeSpec(inst).Node()
+	assert.Equal(t, "120Gi", n.Status.Capacity.StorageEphemeral().String())
+	assert.Equal(t, int64(12), n.Status.Capacity.Pods().Value())
+	// 7577Mi less 1Gi kube-reserved and 100Mi eviction.
+	assert.Equal(t, "6453Mi", n.Status.Allocatable.Memory().String())
+
+	for _, bad := range []ec2types.LaunchTemplateBlockDeviceMappingRequest{
+		{Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(10)}},
+		{DeviceName: aws.String("/dev/xvda"), Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeType: "gp9"}},
+		{DeviceName: aws.String("/dev/xvda"), Ebs: &ec2types.LaunchTemplateEbsBlockDeviceRequest{VolumeSize: aws.Int32(0)}},
+	} {
+		_, err := e.ec2Once.CreateLaunchTemplate(ctx, &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("bad"),
+			LaunchTemplateData: &ec2types.RequestLaunchTemplateData{BlockDeviceMappings: []ec2types.LaunchTemplateBlockDeviceMappingRequest{bad}}})
+		assert.Error(t, err)
+	}
 }

@@ -267,3 +267,16 @@ func splitList(s string) []string {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// NodeVolumes is what an AWSNodeTemplate decides about its nodes' ephemeral storage, in v1
+// terms: its AMI family (AL2 when unset, as v1alpha5) and its block device mappings.
+func NodeVolumes(t *v1alpha1.AWSNodeTemplate) (amiFamily string, mappings []*ec2v1.BlockDeviceMapping) {
+	amiFamily = defaultAMIFamily
+	if t.Spec.AMIFamily != nil && *t.Spec.AMIFamily != "" {
+		amiFamily = *t.Spec.AMIFamily
+	}
+	if amiFamily == "Ubuntu" {
+		amiFamily = ec2v1.AMIFamilyAL2
+	}
+	return amiFamily, blockDevices(t.Spec.BlockDeviceMappings)
+}

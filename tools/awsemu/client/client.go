@@ -93,6 +93,13 @@ func (c *Client) Instances(ctx context.Context) ([]awsemu.InstanceInfo, error) {
 	return out, c.do(ctx, http.MethodGet, "instances", nil, &out)
 }
 
+// Templates lists the emulator's launch templates by name, with their decoded user data and
+// block device mappings.
+func (c *Client) Templates(ctx context.Context) ([]awsemu.TemplateInfo, error) {
+	var out []awsemu.TemplateInfo
+	return out, c.do(ctx, http.MethodGet, "templates", nil, &out)
+}
+
 // Calls lists the API calls the emulator has answered.
 func (c *Client) Calls(ctx context.Context) ([]awsemu.Call, error) {
 	var out []awsemu.Call

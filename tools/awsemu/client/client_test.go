@@ -6,10 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetwright/fleetwright/tools/awsemu"
-	"github.com/fleetwright/fleetwright/tools/awsemu/client"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetwright/fleetwright/tools/awsemu"
+	"github.com/fleetwright/fleetwright/tools/awsemu/client"
 )
 
 func TestAdminClient(t *testing.T) {
