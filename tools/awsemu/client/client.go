@@ -99,6 +99,24 @@ func (c *Client) Calls(ctx context.Context) ([]awsemu.Call, error) {
 	return out, c.do(ctx, http.MethodGet, "calls", nil, &out)
 }
 
+// LaunchTemplates lists the emulator's launch templates with every field it records.
+func (c *Client) LaunchTemplates(ctx context.Context) ([]awsemu.LaunchTemplateInfo, error) {
+	var out []awsemu.LaunchTemplateInfo
+	return out, c.do(ctx, http.MethodGet, "launch-templates", nil, &out)
+}
+
+// InstanceProfiles lists the emulator's IAM instance profiles with their role and tags.
+func (c *Client) InstanceProfiles(ctx context.Context) ([]awsemu.InstanceProfileInfo, error) {
+	var out []awsemu.InstanceProfileInfo
+	return out, c.do(ctx, http.MethodGet, "instance-profiles", nil, &out)
+}
+
+// Roles lists the names of the emulator's IAM roles.
+func (c *Client) Roles(ctx context.Context) ([]string, error) {
+	var out []string
+	return out, c.do(ctx, http.MethodGet, "roles", nil, &out)
+}
+
 // Reset forgets all dynamic state.
 func (c *Client) Reset(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "reset", nil, nil)
