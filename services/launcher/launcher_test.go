@@ -685,6 +685,15 @@ func TestMissingRoleMakesTheClassNotReady(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
 	assert.Contains(t, ready.Message, "InstanceProfileReady")
 
+	// An instance profile given by name is used as it is, once it is known to exist.
+	given := e.apply(classManifest("noprofile", "  instanceProfile: NoSuchProfile\n"))
+	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", given) })
+	require.Eventually(t, func() bool {
+		c := e.classCondition("noprofile", ec2v1.ConditionTypeInstanceProfileReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "NotFound"
+	}, 30*time.Second, 100*time.Millisecond, "a given profile that does not exist")
+	assert.Contains(t, e.classCondition("noprofile", ec2v1.ConditionTypeInstanceProfileReady).Message, "instance profile NoSuchProfile does not exist")
+
 	intent := e.claimOf("norole", "default-norole1", "t4g.small")
 	e.publish(intent, intent.NodeClaimName)
 	r := e.nextResult()
