@@ -41,7 +41,7 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.StatusInterval, "status-interval", service.EnvDuration("STATUS_INTERVAL", 5*time.Second),
 		"how often EC2NodeClass and NodePool statuses are brought up to date (env STATUS_INTERVAL)")
 	fs.DurationVar(&c.TemplateGC, "template-gc-interval", service.EnvDuration("LAUNCH_TEMPLATE_GC_INTERVAL", 5*time.Minute),
-		"how often launch templates of node classes that no longer exist are deleted (env LAUNCH_TEMPLATE_GC_INTERVAL)")
+		"how often launch templates and instance profiles of node classes that no longer exist are deleted (env LAUNCH_TEMPLATE_GC_INTERVAL)")
 	fs.DurationVar(&c.ResolverTTL, "resolver-ttl", service.EnvDuration("RESOLVER_TTL", time.Minute), "cache time for subnets, security groups, AMIs and launch templates (env RESOLVER_TTL)")
 	fs.DurationVar(&c.UnavailableTTL, "unavailable-ttl", service.EnvDuration("UNAVAILABLE_TTL", 3*time.Minute), "how long an offering out of capacity is avoided (env UNAVAILABLE_TTL)")
 	fs.BoolVar(&c.SpotPriceModelled, "spot-price-modelled", service.Env("SPOT_PRICE_MODELLED", "") == "true", "mark spot prices as modelled in the catalog (the AWS emulator's are) (env SPOT_PRICE_MODELLED)")

@@ -29,6 +29,7 @@ type fleetRequest struct {
 	Subnets       []subnet          // one per allowed zone with an offering
 	Unavailable   map[Offering]bool // pools known to be out of capacity, skipped
 	Tags          map[string]string
+	Context       string // the node class's: reserved capacity or an Outpost to launch into
 }
 
 // fleetType is an instance type and the launch template (per AMI, so per architecture) it
@@ -97,6 +98,9 @@ func (r fleetRequest) input() *ec2.CreateFleetInput {
 			TotalTargetCapacity: aws.Int32(1),
 		},
 		TagSpecifications: tagSpecs(r.Tags, ec2types.ResourceTypeInstance, ec2types.ResourceTypeVolume, ec2types.ResourceTypeFleet),
+	}
+	if r.Context != "" {
+		in.Context = aws.String(r.Context)
 	}
 	if r.CapacityType == scheduling.CapacityTypeSpot {
 		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeSpot

@@ -90,13 +90,18 @@ type nodeClassSpec struct {
 	Subnets         []selectorTerm
 	SecurityGroups  []selectorTerm
 	UserData        string
-	InstanceProfile string
+	Role            string // an instance profile is made for it (instanceProfiles)
+	InstanceProfile string // or this one is used as it is
 	Tags            map[string]string
 	// Kubelet, BlockDeviceMappings and InstanceStorePolicy ("" or RAID0) are the class's
 	// settings for its nodes (see nodesettings.go).
 	Kubelet             userdata.Kubelet
 	BlockDeviceMappings []*ec2v1.BlockDeviceMapping
 	InstanceStorePolicy string
+	Metadata            metadataOptions
+	PublicIP            *bool // associatePublicIPAddress; nil leaves it to the subnet
+	Monitoring          bool  // detailedMonitoring
+	Context             string
 }
 
 var (
@@ -122,6 +127,7 @@ type launcher struct {
 	events      record.EventRecorder
 	resolver    *resolver
 	templates   *templates
+	profiles    *instanceProfiles
 	unavailable *offerings.Unavailable
 	bus         publisher
 	prefix      subject.Prefix
@@ -217,10 +223,17 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 	if err != nil {
 		return launchInfo{}, err
 	}
+	profile, err := l.profiles.resolve(ctx, class)
+	if errors.Is(err, errNoSuchProfile) {
+		return launchInfo{}, fmt.Errorf("%w %s: %w", errNodeClassInvalid, class.Name, err)
+	}
+	if err != nil {
+		return launchInfo{}, err
+	}
 	capacityType := l.chooseCapacityType(intent, subnets)
 	templatesByArch := map[string]string{}
 	for _, arch := range archs(images) {
-		spec, err := l.templateSpec(intent, class, images[arch], sgs, capacityType)
+		spec, err := l.templateSpec(intent, class, images[arch], sgs, profile, capacityType)
 		if err != nil {
 			return launchInfo{}, err
 		}
@@ -242,7 +255,8 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 			types = append(types, fleetType{Name: opt.GetName(), LaunchTemplate: lt})
 		}
 	}
-	req := fleetRequest{ClientToken: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.claimTags(intent, class)}
+	req := fleetRequest{ClientToken: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.claimTags(intent, class),
+		Context: class.Context}
 	for try := 0; ; try++ {
 		req.Unavailable = l.unavailable.Set()
 		start := l.now()
@@ -301,7 +315,7 @@ func (l *launcher) chooseCapacityType(intent *launchv1.LaunchIntent, subnets []s
 	return scheduling.CapacityTypeOnDemand
 }
 
-func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSpec, img image, sgs []string, capacityType string) (templateSpec, error) {
+func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSpec, img image, sgs []string, profile, capacityType string) (templateSpec, error) {
 	labels := map[string]string{}
 	for k, v := range intent.GetLabels() {
 		labels[k] = v
@@ -332,7 +346,8 @@ func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSp
 		return templateSpec{}, fmt.Errorf("%w %s: %w", errNodeClassInvalid, class.Name, err)
 	}
 	return templateSpec{ClusterName: l.cfg.ClusterName, NodeClass: class.Name, ImageID: img.ID, SecurityGroupIDs: sgs,
-		UserData: ud, InstanceProfile: class.InstanceProfile, Tags: l.tags(intent, class), BlockDevices: devs}, nil
+		UserData: ud, InstanceProfile: profile, Tags: l.tags(intent, class), Metadata: class.Metadata, PublicIP: class.PublicIP,
+		Monitoring: class.Monitoring, BlockDevices: devs}, nil
 }
 
 const unregisteredTaintKey = "karpenter.sh/unregistered"

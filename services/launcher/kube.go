@@ -208,8 +208,15 @@ func specOf(nc *ec2v1.EC2NodeClass) nodeClassSpec {
 	if nc.Spec.UserData != nil {
 		s.UserData = *nc.Spec.UserData
 	}
+	s.Role = nc.Spec.Role
 	if nc.Spec.InstanceProfile != nil {
 		s.InstanceProfile = *nc.Spec.InstanceProfile
+	}
+	s.Metadata = metadataOf(nc.Spec.MetadataOptions)
+	s.PublicIP = nc.Spec.AssociatePublicIPAddress
+	s.Monitoring = nc.Spec.DetailedMonitoring != nil && *nc.Spec.DetailedMonitoring
+	if nc.Spec.Context != nil {
+		s.Context = *nc.Spec.Context
 	}
 	for _, t := range nc.Spec.AMISelectorTerms {
 		s.AMIs = append(s.AMIs, amiTerm{Alias: t.Alias, ID: t.ID, Name: t.Name, Owner: t.Owner, Tags: t.Tags})

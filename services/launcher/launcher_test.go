@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
@@ -76,7 +78,7 @@ func start(t *testing.T, extra ...string) *env {
 	go emu.Run(ctx)
 	srv := httptest.NewServer(emu)
 	t.Cleanup(srv.Close)
-	for k, v := range map[string]string{"AWS_ENDPOINT_URL_EC2": srv.URL, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL_EC2": srv.URL, "AWS_ENDPOINT_URL_IAM": srv.URL, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
 		"AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"} {
 		t.Setenv(k, v)
 	}
@@ -403,27 +405,29 @@ func TestLaunchFromAWSNodeTemplate(t *testing.T) {
 	assert.Equal(t, "m5.large", node.Labels[karpv1.LabelInstanceType])
 }
 
-// A node class Fleetwright cannot launch from — here an AMI family it writes no user data for —
-// fails its claim at once with the reason, instead of launching something else or retrying.
+// A node class Fleetwright cannot launch from — here Bottlerocket user data that is not TOML,
+// which admission cannot check — fails its claim at once with the reason, instead of launching
+// something else or retrying.
 func TestInvalidNodeClassFailsTheClaimWithItsReason(t *testing.T) {
 	e := start(t)
-	class := "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: windows\nspec:\n  amiFamily: Windows2022\n" +
+	class := "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: broken\nspec:\n  amiFamily: Bottlerocket\n" +
+		"  userData: |\n    [settings.kubernetes\n" +
 		"  role: KarpenterNodeRole-demo-cluster\n  amiSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
 		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
 		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n"
 	e.apply(class)
 
-	intent := e.claimOf("windows", "default-win1", "m5.large")
+	intent := e.claimOf("broken", "default-broken1", "m5.large")
 	e.publish(intent, intent.NodeClaimName)
 	r := e.nextResult()
 	assert.Equal(t, launchv1.LaunchOutcome_LAUNCH_OUTCOME_FAILED, r.Outcome)
 	assert.Equal(t, "NodeClassInvalid", r.ErrorCode)
-	assert.Contains(t, r.ErrorMessage, `unsupported AMI family "Windows2022"`)
+	assert.Contains(t, r.ErrorMessage, "parsing the node class's Bottlerocket user data as TOML")
 	assert.Equal(t, int32(1), r.Attempt, "not retried: the class must change")
-	require.Eventually(t, func() bool { return e.nodeClaim("default-win1") == nil }, 30*time.Second, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return e.nodeClaim("default-broken1") == nil }, 30*time.Second, 100*time.Millisecond,
 		"the claim is deleted so its pods are scheduled again")
-	assert.Empty(t, e.instancesFor("default-win1"), "nothing was launched")
-	require.Eventually(t, func() bool { return e.eventReasons("NodeClaim", "default-win1")["NodeClassNotReady"] }, 30*time.Second, 100*time.Millisecond,
+	assert.Empty(t, e.instancesFor("default-broken1"), "nothing was launched")
+	require.Eventually(t, func() bool { return e.eventReasons("NodeClaim", "default-broken1")["NodeClassNotReady"] }, 30*time.Second, 100*time.Millisecond,
 		"the claim's events say why it failed")
 }
 
@@ -583,8 +587,8 @@ func TestNodeClassKubeletAndVolumesReachTheTemplateAndNode(t *testing.T) {
 		return nc != nil && nc.IsTrue(karpv1.ConditionTypeRegistered)
 	}, 90*time.Second, 100*time.Millisecond, "the NodeClaim is launched and registered")
 
-	var lt *awsemu.TemplateInfo
-	templates, err := e.emu.Templates(e.ctx)
+	var lt *awsemu.LaunchTemplateInfo
+	templates, err := e.emu.LaunchTemplates(e.ctx)
 	require.NoError(t, err)
 	for _, tag := range e.instancesFor("default-volumes1")[0].Tags {
 		for i := range templates {
@@ -612,7 +616,7 @@ func TestNodeClassKubeletAndVolumesReachTheTemplateAndNode(t *testing.T) {
 	intent = e.claim("default-volumes2", "t4g.small")
 	e.publish(intent, intent.NodeClaimName)
 	require.Eventually(t, func() bool { return len(e.instancesFor("default-volumes2")) == 1 }, 60*time.Second, 100*time.Millisecond)
-	templates, err = e.emu.Templates(e.ctx)
+	templates, err = e.emu.LaunchTemplates(e.ctx)
 	require.NoError(t, err)
 	found := false
 	for _, tmpl := range templates {
@@ -624,3 +628,157 @@ func TestNodeClassKubeletAndVolumesReachTheTemplateAndNode(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// classManifest is an EC2NodeClass on the discovery-tagged subnets and groups, with extra spec
+// lines (two-space indented).
+func classManifest(name, extra string) string {
+	return "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: " + name + "\nspec:\n  amiFamily: AL2023\n" +
+		"  amiSelectorTerms:\n  - alias: al2023@latest\n" +
+		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
+		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" + extra
+}
+
+// classCondition reads one condition of a class, nil if the class or condition is not there.
+func (e *env) classCondition(name, kind string) *metav1.Condition {
+	var class ec2v1.EC2NodeClass
+	if e.kube.Get(e.ctx, client.ObjectKey{Name: name}, &class) != nil {
+		return nil
+	}
+	return meta.FindStatusCondition(class.Status.Conditions, kind)
+}
+
+func (e *env) profile(name string) *awsemu.InstanceProfileInfo {
+	profiles, err := e.emu.InstanceProfiles(e.ctx)
+	require.NoError(e.t, err)
+	for _, p := range profiles {
+		if p.Name == name {
+			return &p
+		}
+	}
+	return nil
+}
+
+// A class's role becomes an instance profile of its own — named and tagged as Karpenter names
+// and tags it, holding the role (replaced when the class's role changes) — that its instances
+// launch with; the class's metadata options, public address, monitoring and context reach the
+// launch; and the profile is deleted with the class.
+func TestRoleInstanceProfileAndLaunchFields(t *testing.T) {
+	e := start(t, "--template-gc-interval", "200ms")
+	path := e.apply(classManifest("tuned", "  role: KarpenterNodeRole-demo-cluster\n  associatePublicIPAddress: true\n  detailedMonitoring: true\n"+
+		"  context: reserved-ctx\n  tags:\n    team: a\n  metadataOptions:\n    httpPutResponseHopLimit: 2\n    httpTokens: optional\n"))
+	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", path) })
+
+	intent := e.claimOf("tuned", "default-tuned1", "t4g.small")
+	e.publish(intent, intent.NodeClaimName)
+	require.Eventually(t, func() bool { return len(e.instancesFor("default-tuned1")) == 1 }, 60*time.Second, 100*time.Millisecond, "launched")
+	inst := e.instancesFor("default-tuned1")[0]
+	assert.Regexp(t, `^demo-cluster_[0-9]+$`, inst.InstanceProfile, "Karpenter's name: <cluster>_<hash of region and class>")
+	assert.Equal(t, "reserved-ctx", inst.Context, "the class's context is the fleet's")
+	p := e.profile(inst.InstanceProfile)
+	require.NotNil(t, p, "the profile exists in IAM")
+	assert.Equal(t, "KarpenterNodeRole-demo-cluster", p.Role)
+	assert.Equal(t, "/fleetwright/us-east-1/demo-cluster/", p.Path)
+	tags := map[string]string{}
+	for _, tag := range p.Tags {
+		tags[tag.Key] = tag.Value
+	}
+	assert.Equal(t, map[string]string{"kubernetes.io/cluster/demo-cluster": "owned", "karpenter.k8s.aws/ec2nodeclass": "tuned", "eks:eks-cluster-name": "demo-cluster",
+		"topology.kubernetes.io/region": "us-east-1", "team": "a"}, tags)
+
+	var ltID string
+	for _, tag := range inst.Tags {
+		if tag.Key == "aws:ec2launchtemplate:id" {
+			ltID = tag.Value
+		}
+	}
+	lts, err := e.emu.LaunchTemplates(e.ctx)
+	require.NoError(t, err)
+	i := slices.IndexFunc(lts, func(lt awsemu.LaunchTemplateInfo) bool { return lt.ID == ltID })
+	require.GreaterOrEqual(t, i, 0, "the instance's template")
+	lt := lts[i]
+	assert.Equal(t, inst.InstanceProfile, lt.InstanceProfile)
+	assert.Equal(t, awsemu.MetadataOptions{HTTPEndpoint: "enabled", HTTPProtocolIPv6: "disabled", HTTPPutResponseHopLimit: 2, HTTPTokens: "optional"}, lt.MetadataOptions,
+		"the class's settings, the CRD's defaults for the rest")
+	require.Len(t, lt.NetworkInterfaces, 1)
+	assert.Equal(t, 0, lt.NetworkInterfaces[0].DeviceIndex)
+	assert.Equal(t, true, *lt.NetworkInterfaces[0].AssociatePublicIPAddress)
+	assert.NotEmpty(t, lt.NetworkInterfaces[0].SecurityGroups, "the groups move to the interface")
+	assert.Empty(t, lt.SecurityGroups)
+	assert.True(t, lt.Monitoring)
+
+	require.Eventually(t, func() bool {
+		c := e.classCondition("tuned", ec2v1.ConditionTypeInstanceProfileReady)
+		var class ec2v1.EC2NodeClass
+		return c != nil && c.Status == metav1.ConditionTrue && e.kube.Get(e.ctx, client.ObjectKey{Name: "tuned"}, &class) == nil &&
+			class.Status.InstanceProfile == inst.InstanceProfile
+	}, 30*time.Second, 100*time.Millisecond, "the class's status names its profile")
+
+	// Another role: the profile holds it instead.
+	iamAPI := iam.NewFromConfig(e.awsConfig())
+	_, err = iamAPI.CreateRole(e.ctx, &iam.CreateRoleInput{RoleName: aws.String("OtherNodeRole"), AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17"}`)})
+	require.NoError(t, err)
+	e.apply(classManifest("tuned", "  role: OtherNodeRole\n"))
+	require.Eventually(t, func() bool { p := e.profile(inst.InstanceProfile); return p != nil && p.Role == "OtherNodeRole" }, 30*time.Second, 100*time.Millisecond,
+		"the profile's role is replaced")
+
+	_, err = e2e.Kubectl(e2e.Cluster(t), "delete", "-f", path)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return e.profile(inst.InstanceProfile) == nil }, 30*time.Second, 100*time.Millisecond, "the deleted class's profile is deleted")
+	assert.NotNil(t, e.profile("KarpenterNodeInstanceProfile-demo-cluster"), "profiles it did not make stay")
+	require.Eventually(t, func() bool {
+		var class ec2v1.EC2NodeClass
+		return e.kube.Get(e.ctx, client.ObjectKey{Name: "default"}, &class) == nil && class.Status.InstanceProfile != "" && e.profile(class.Status.InstanceProfile) != nil
+	}, 30*time.Second, 100*time.Millisecond, "the profile of the class that remains stays")
+}
+
+// A class whose role does not exist is not Ready, and says why; its claims fail with the
+// reason and nothing is launched, not even a launch template.
+func TestMissingRoleMakesTheClassNotReady(t *testing.T) {
+	e := start(t)
+	path := e.apply(classManifest("norole", "  role: NoSuchRole\n"))
+	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", path) })
+
+	require.Eventually(t, func() bool {
+		c := e.classCondition("norole", ec2v1.ConditionTypeInstanceProfileReady)
+		return c != nil && c.Status == metav1.ConditionFalse
+	}, 30*time.Second, 100*time.Millisecond, "InstanceProfileReady is False")
+	c := e.classCondition("norole", ec2v1.ConditionTypeInstanceProfileReady)
+	assert.Equal(t, "NotFound", c.Reason)
+	assert.Contains(t, c.Message, "role NoSuchRole does not exist")
+	assert.Contains(t, c.Message, "NoSuchEntity: The role with name NoSuchRole cannot be found.", "IAM's error")
+	ready := e.classCondition("norole", ec2v1.ConditionTypeReady)
+	require.NotNil(t, ready)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+	assert.Contains(t, ready.Message, "InstanceProfileReady")
+
+	// An instance profile given by name is used as it is, once it is known to exist.
+	given := e.apply(classManifest("noprofile", "  instanceProfile: NoSuchProfile\n"))
+	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", given) })
+	require.Eventually(t, func() bool {
+		c := e.classCondition("noprofile", ec2v1.ConditionTypeInstanceProfileReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "NotFound"
+	}, 30*time.Second, 100*time.Millisecond, "a given profile that does not exist")
+	assert.Contains(t, e.classCondition("noprofile", ec2v1.ConditionTypeInstanceProfileReady).Message, "instance profile NoSuchProfile does not exist")
+
+	intent := e.claimOf("norole", "default-norole1", "t4g.small")
+	e.publish(intent, intent.NodeClaimName)
+	r := e.nextResult()
+	assert.Equal(t, launchv1.LaunchOutcome_LAUNCH_OUTCOME_FAILED, r.Outcome)
+	assert.Equal(t, "NodeClassInvalid", r.ErrorCode)
+	assert.Contains(t, r.ErrorMessage, "role NoSuchRole does not exist")
+	assert.Empty(t, e.instancesFor("default-norole1"), "nothing was launched")
+	lts, err := e.emu.LaunchTemplates(e.ctx)
+	require.NoError(t, err)
+	for _, lt := range lts {
+		for _, tag := range lt.Tags {
+			assert.False(t, tag.Key == "karpenter.k8s.aws/ec2nodeclass" && tag.Value == "norole", "no launch template for the class")
+		}
+	}
+}
+
+// awsConfig is the SDK configuration the launcher uses (the emulator's endpoints).
+func (e *env) awsConfig() aws.Config {
+	cfg, err := awsconfig.LoadDefaultConfig(e.ctx)
+	require.NoError(e.t, err)
+	return cfg
+}

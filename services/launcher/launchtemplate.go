@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 )
 
 // templateSpec is one distinct launch configuration. Everything in it goes into the name's
@@ -29,6 +31,39 @@ type templateSpec struct {
 	Tags             map[string]string
 	// BlockDevices are the node class's volumes (or its AMI family's default).
 	BlockDevices []blockDevice
+	Metadata     metadataOptions
+	PublicIP     *bool // AssociatePublicIpAddress on the primary interface; nil: the subnet's setting
+	Monitoring   bool  // detailed monitoring
+}
+
+// metadataOptions are the class's instance metadata settings, defaults filled in.
+type metadataOptions struct {
+	Endpoint string // enabled or disabled
+	IPv6     string // enabled or disabled
+	HopLimit int64
+	Tokens   string // required or optional
+}
+
+// metadataOf fills in what the class leaves out with the CRD's defaults (IMDSv2 only, hop
+// limit 1): a class the API server defaulted and a translated AWSNodeTemplate launch alike.
+func metadataOf(m *ec2v1.MetadataOptions) metadataOptions {
+	out := metadataOptions{Endpoint: "enabled", IPv6: "disabled", HopLimit: 1, Tokens: "required"}
+	if m == nil {
+		return out
+	}
+	if m.HTTPEndpoint != nil {
+		out.Endpoint = *m.HTTPEndpoint
+	}
+	if m.HTTPProtocolIPv6 != nil {
+		out.IPv6 = *m.HTTPProtocolIPv6
+	}
+	if m.HTTPPutResponseHopLimit != nil {
+		out.HopLimit = *m.HTTPPutResponseHopLimit
+	}
+	if m.HTTPTokens != nil {
+		out.Tokens = *m.HTTPTokens
+	}
+	return out
 }
 
 func (s templateSpec) name() string {
@@ -47,6 +82,11 @@ func (s templateSpec) name() string {
 	for _, d := range s.BlockDevices {
 		fmt.Fprintf(h, "\x00bdm=%s", d)
 	}
+	publicIP := "subnet"
+	if s.PublicIP != nil {
+		publicIP = fmt.Sprint(*s.PublicIP)
+	}
+	fmt.Fprintf(h, "\x00metadata=%+v\x00public-ip=%s\x00monitoring=%t", s.Metadata, publicIP, s.Monitoring)
 	return "fleetwright/" + s.ClusterName + "/" + hex.EncodeToString(h.Sum(nil))[:20]
 }
 
@@ -97,10 +137,20 @@ func (t *templates) create(ctx context.Context, name string, spec templateSpec) 
 		SecurityGroupIds: spec.SecurityGroupIDs,
 		UserData:         aws.String(base64.StdEncoding.EncodeToString([]byte(spec.UserData))),
 		MetadataOptions: &ec2types.LaunchTemplateInstanceMetadataOptionsRequest{
-			HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointStateEnabled,
-			HttpTokens:              ec2types.LaunchTemplateHttpTokensStateRequired,
-			HttpPutResponseHopLimit: aws.Int32(1),
+			HttpEndpoint:            ec2types.LaunchTemplateInstanceMetadataEndpointState(spec.Metadata.Endpoint),
+			HttpProtocolIpv6:        ec2types.LaunchTemplateInstanceMetadataProtocolIpv6(spec.Metadata.IPv6),
+			HttpPutResponseHopLimit: aws.Int32(int32(spec.Metadata.HopLimit)),
+			HttpTokens:              ec2types.LaunchTemplateHttpTokensState(spec.Metadata.Tokens),
 		},
+		Monitoring: &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(spec.Monitoring)},
+	}
+	if spec.PublicIP != nil {
+		// As Karpenter: the setting lives on the primary interface, and the security groups move
+		// there with it (EC2 refuses groups on both the instance and an interface).
+		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{{
+			DeviceIndex: aws.Int32(0), AssociatePublicIpAddress: aws.Bool(*spec.PublicIP), Groups: spec.SecurityGroupIDs,
+		}}
+		data.SecurityGroupIds = nil
 	}
 	if len(spec.BlockDevices) > 0 {
 		data.BlockDeviceMappings = blockDeviceRequest(spec.BlockDevices)

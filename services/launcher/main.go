@@ -2,8 +2,10 @@
 // their NodeClaims. It also publishes the instance catalog the scheduler packs against.
 //
 //	<prefix>.launch.intents ──> resolve EC2NodeClass (subnets, security groups, AMI; cached)
-//	    ──> launch template per distinct configuration (user data with labels and taints)
-//	    ──> CreateFleet instant, ClientToken = NodeClaim UID ──> NodeClaim status, LaunchResult
+//	    ──> instance profile (made for spec.role, or spec.instanceProfile checked; cached)
+//	    ──> launch template per distinct configuration (user data with labels and taints,
+//	        metadata options, public IP, monitoring)
+//	    ──> CreateFleet instant, ClientToken = NodeClaim UID, class context ──> NodeClaim status, LaunchResult
 //	    └─ InsufficientInstanceCapacity ──> <prefix>.offerings.unavailable (3 min), retry others
 //	Node registers (providerID) ──> NodeClaim Registered/Initialized, pool labels, startup taints
 //	every 5 min: DescribeInstanceTypes/Offerings/SpotPriceHistory ──> catalog KV bucket

@@ -9,6 +9,7 @@ import (
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
@@ -34,6 +35,7 @@ func run(ctx context.Context, args []string) error {
 		return fmt.Errorf("loading AWS configuration: %w", err)
 	}
 	api := ec2.NewFromConfig(awsCfg)
+	iamAPI := iam.NewFromConfig(awsCfg)
 	version, err := rt.Kube.Discovery().ServerVersion()
 	if err != nil {
 		return fmt.Errorf("reading the cluster's Kubernetes version: %w", err)
@@ -56,6 +58,7 @@ func run(ctx context.Context, args []string) error {
 	l := &launcher{
 		cfg: cfg, api: api, claims: stores.claims, classes: stores.classes,
 		resolver: newResolver(api, cfg.ResolverTTL, time.Now), templates: newTemplates(api, cfg.ResolverTTL, time.Now),
+		profiles:    newInstanceProfiles(iamAPI, cfg.ClusterName, cfg.Region, cfg.ResolverTTL, time.Now),
 		unavailable: offerings.NewUnavailable(time.Now), bus: rt.Bus, prefix: rt.Bus.Prefix(),
 		k8sMinor: fmt.Sprintf("%s.%s", version.Major, trimPlus(version.Minor)), clusterCA: ca,
 		log: rt.Log, metrics: newMetrics(rt.Registry), now: time.Now, events: rt.Events,
@@ -89,10 +92,16 @@ func run(ctx context.Context, args []string) error {
 	})
 	g.Go(func() error {
 		return service.Every(gctx, cfg.TemplateGC, func() {
-			n, err := l.templates.collect(gctx, cfg.ClusterName, st.classNames())
+			classes := st.classNames()
+			n, err := l.templates.collect(gctx, cfg.ClusterName, classes)
 			logErr(l, err, "deleting launch templates of deleted node classes")
 			if n > 0 {
 				rt.Log.Info().Int("deleted", n).Msg("deleted launch templates of deleted node classes")
+			}
+			n, err = l.profiles.collect(gctx, classes)
+			logErr(l, err, "deleting instance profiles of deleted node classes")
+			if n > 0 {
+				rt.Log.Info().Int("deleted", n).Msg("deleted instance profiles of deleted node classes")
 			}
 		})
 	})

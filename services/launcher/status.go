@@ -55,8 +55,9 @@ func (s *statuses) pass(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// resolve fills in what the class's selector terms find, with a condition per kind and Ready;
-// it returns why the class is not ready, or "".
+// resolve fills in what the class's selector terms find and the instance profile it launches
+// with (made for its role if need be), with a condition per kind and Ready; it returns why the
+// class is not ready, or "".
 func (s *statuses) resolve(ctx context.Context, nc *ec2v1.EC2NodeClass) string {
 	spec := specOf(nc)
 	var why []string
@@ -93,8 +94,24 @@ func (s *statuses) resolve(ctx context.Context, nc *ec2v1.EC2NodeClass) string {
 	}
 	sort.Slice(nc.Status.AMIs, func(i, j int) bool { return nc.Status.AMIs[i].ID < nc.Status.AMIs[j].ID })
 	set(ec2v1.ConditionTypeAMIsReady, err, len(images), "AMIs")
-	nc.Status.InstanceProfile = spec.InstanceProfile
-	ready := metav1.Condition{Type: ec2v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", Message: "subnets, security groups and AMIs resolved"}
+	profile, err := s.l.profiles.resolve(ctx, spec)
+	nc.Status.InstanceProfile = profile
+	c := metav1.Condition{Type: ec2v1.ConditionTypeInstanceProfileReady, Status: metav1.ConditionTrue, Reason: "Resolved", Message: "instance profile " + profile}
+	if spec.Role != "" {
+		c.Message += " holds role " + spec.Role
+	}
+	switch {
+	case errors.Is(err, errNoSuchProfile):
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "NotFound", err.Error()
+	case err != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "ResolutionFailed", err.Error()
+	}
+	if c.Status == metav1.ConditionFalse {
+		why = append(why, c.Type+": "+c.Message)
+	}
+	nc.SetCondition(c)
+	ready := metav1.Condition{Type: ec2v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready",
+		Message: "subnets, security groups, AMIs and instance profile resolved"}
 	if len(why) > 0 {
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "NotReady", fmt.Sprint(why)
 	}

@@ -17,8 +17,10 @@ import (
 //	POST /_emu/interrupt  {"kind":"spot-interruption","instanceId":"i-...","state":"stopping","notice":"30s"}
 //	GET  /_emu/instances  → [InstanceInfo]
 //	GET  /_emu/calls      → [Call]
-//	GET  /_emu/templates  → [TemplateInfo]
-//	POST /_emu/reset      forget instances, templates, queues' messages, faults and calls
+//	GET  /_emu/launch-templates  → [LaunchTemplateInfo]
+//	GET  /_emu/instance-profiles → [InstanceProfileInfo]
+//	GET  /_emu/roles             → [role name]
+//	POST /_emu/reset      forget instances, templates, queues' messages, faults and calls; IAM back to its seed
 const adminPrefix = "/_emu/"
 
 // InterruptRequest is the wire form of Interruption: the notice is a Go duration string.
@@ -111,10 +113,14 @@ func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeAdminResult(w, e.Interrupt(Interruption{Kind: in.Kind, InstanceID: in.InstanceID, State: in.State, Notice: notice}))
 	case "GET instances":
 		writeAdmin(w, http.StatusOK, e.Instances())
-	case "GET templates":
-		writeAdmin(w, http.StatusOK, e.Templates())
 	case "GET calls":
 		writeAdmin(w, http.StatusOK, e.Calls())
+	case "GET launch-templates":
+		writeAdmin(w, http.StatusOK, e.LaunchTemplates())
+	case "GET instance-profiles":
+		writeAdmin(w, http.StatusOK, e.InstanceProfiles())
+	case "GET roles":
+		writeAdmin(w, http.StatusOK, e.Roles())
 	case "POST reset":
 		e.Reset()
 		writeAdmin(w, http.StatusOK, map[string]bool{"ok": true})

@@ -3,6 +3,7 @@ package awsemu
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -18,6 +19,16 @@ type Config struct {
 	// InterruptionQueue is the SQS queue created at start that receives interruption events;
 	// default the cluster name, as in Karpenter's getting-started guide.
 	InterruptionQueue string
+
+	// Roles are the IAM roles that exist at start (and after Reset); nil means
+	// KarpenterNodeRole-<ClusterName> (the role of Karpenter's getting-started guide and of
+	// deploy/examples) and the roles InstanceProfiles name. Empty and non-nil means none.
+	Roles []string
+	// InstanceProfiles are the IAM instance profiles that exist at start, by name, each with
+	// its role ("" for none), which must be one of Roles. Nil means
+	// KarpenterNodeInstanceProfile-<ClusterName> holding KarpenterNodeRole-<ClusterName>: the
+	// profile v1alpha1 AWSNodeTemplates launch with by default.
+	InstanceProfiles map[string]string
 
 	BootDelay           time.Duration // pending → running; default 5s (NoDelay for none)
 	ShutdownDelay       time.Duration // shutting-down → terminated; default 5s
@@ -69,6 +80,18 @@ func (c Config) withDefaults() (Config, error) {
 	if c.InterruptionQueue == "" {
 		c.InterruptionQueue = c.ClusterName
 	}
+	if c.InstanceProfiles == nil {
+		c.InstanceProfiles = map[string]string{"KarpenterNodeInstanceProfile-" + c.ClusterName: "KarpenterNodeRole-" + c.ClusterName}
+	}
+	if c.Roles == nil {
+		c.Roles = []string{"KarpenterNodeRole-" + c.ClusterName}
+		for _, role := range c.InstanceProfiles {
+			if role != "" && !slices.Contains(c.Roles, role) {
+				c.Roles = append(c.Roles, role)
+			}
+		}
+		slices.Sort(c.Roles)
+	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -103,6 +126,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.PoolCapacity < 0 {
 		errs = append(errs, fmt.Errorf("pool capacity %d is negative", c.PoolCapacity))
+	}
+	for name, role := range c.InstanceProfiles {
+		if name == "" || role != "" && !slices.Contains(c.Roles, role) {
+			errs = append(errs, fmt.Errorf("instance profile %q: role %q is not one of the roles %v", name, role, c.Roles))
+		}
 	}
 	for _, d := range []time.Duration{c.BootDelay, c.ShutdownDelay, c.NodeDeletionDelay, c.SpotNotice} {
 		if d < 0 {

@@ -74,25 +74,3 @@ func parseBlockDevices(f url.Values, prefix string) ([]BlockDevice, error) {
 	}
 	return out, nil
 }
-
-// TemplateInfo is a launch template as the admin API lists it.
-type TemplateInfo struct {
-	ID           string        `json:"id"`
-	Name         string        `json:"name"`
-	ImageID      string        `json:"imageId"`
-	UserData     string        `json:"userData"` // decoded
-	BlockDevices []BlockDevice `json:"blockDevices"`
-}
-
-// Templates lists the launch templates, by name.
-func (e *Emulator) Templates() []TemplateInfo {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]TemplateInfo, 0, len(e.templates))
-	for _, lt := range e.templates {
-		ud, _ := decodeUserData(lt.UserData)
-		out = append(out, TemplateInfo{ID: lt.ID, Name: lt.Name, ImageID: lt.ImageID, UserData: ud, BlockDevices: slices.Clone(lt.BlockDevices)})
-	}
-	slices.SortFunc(out, func(a, b TemplateInfo) int { return cmpString(a.Name, b.Name) })
-	return out
-}

@@ -113,6 +113,7 @@ type fleetRequest struct {
 	onDemandStrategy string
 	tags             []Tag
 	configs          []fleetConfig
+	context          string // Context: the reserved capacity or Outpost context the fleet launches in
 }
 
 type fleetConfig struct {
@@ -124,7 +125,7 @@ func parseFleetRequest(f url.Values) (*fleetRequest, error) {
 	if t := f.Get("Type"); t != "instant" {
 		return nil, errInvalidParameter("only fleets of type instant are emulated, got %q", t)
 	}
-	r := &fleetRequest{token: f.Get("ClientToken"), tags: parseTagSpecs(f, "TagSpecification", "instance")}
+	r := &fleetRequest{token: f.Get("ClientToken"), tags: parseTagSpecs(f, "TagSpecification", "instance"), context: f.Get("Context")}
 	total, err := intParam(f, "TargetCapacitySpecification.TotalTargetCapacity", 0)
 	if err != nil {
 		return nil, err
@@ -269,6 +270,16 @@ func (e *Emulator) resolveOverridesLocked(r *fleetRequest) ([]override, []fleetE
 			im, ok := e.world.imageByID(imageID)
 			if !ok {
 				return nil, nil, errNotFound("InvalidAMIID.NotFound", "The image id '[%s]' does not exist", imageID)
+			}
+			if lt.InstanceProfile != "" && !e.profileExistsLocked(lt.InstanceProfile) {
+				// EC2 checks the profile when it launches, so each override fails in errorSet.
+				param := "iamInstanceProfile.name"
+				if strings.HasPrefix(lt.InstanceProfile, "arn:") {
+					param = "iamInstanceProfile.arn"
+				}
+				errs = append(errs, fleetErrorXML{LTO: o.xml(), Code: "InvalidParameterValue",
+					Message: fmt.Sprintf("Value (%s) for parameter %s is invalid. Invalid IAM Instance Profile name", lt.InstanceProfile, param)})
+				continue
 			}
 			if (im.Arch == "arm64") != (t.Arch == "arm64") {
 				errs = append(errs, fleetErrorXML{LTO: o.xml(), Code: "InvalidParameterValue",
@@ -430,7 +441,8 @@ func (e *Emulator) newInstanceLocked(r *fleetRequest, c override, capacityType, 
 		Type: c.instanceType.Name, Zone: c.subnet.Zone, SubnetID: c.subnet.ID,
 		ImageID: cmp.Or(c.imageID, c.lt.ImageID), CapacityType: capacityType,
 		PrivateIP: ip, PrivateDNS: dns, UserData: c.lt.UserData, FleetID: fleetID,
-		SecurityGroups: slices.Clone(c.lt.SecurityGroups), BlockDevices: slices.Clone(c.lt.BlockDevices),
+		SecurityGroups: c.lt.instanceGroups(), InstanceProfile: c.lt.InstanceProfile, Context: r.context,
+		BlockDevices: slices.Clone(c.lt.BlockDevices),
 	}
 	inst.Tags = setTags(slices.Clone(c.lt.InstanceTags), r.tags)
 	inst.Tags = setTags(inst.Tags, []Tag{

@@ -1,23 +1,151 @@
 package awsemu
 
 import (
+	"cmp"
 	"fmt"
+	"net/url"
 	"slices"
+	"strconv"
 	"time"
 )
 
 // launchTemplate is a stored launch template. Only one version is kept: $Latest, $Default and
 // "1" all name it.
 type launchTemplate struct {
-	ID, Name       string
-	Created        time.Time
-	Tags           []Tag // on the template itself
-	ImageID        string
-	InstanceType   string
-	UserData       string // base64, as sent
-	InstanceTags   []Tag  // TagSpecification with ResourceType=instance
-	SecurityGroups []string
-	BlockDevices   []BlockDevice // LaunchTemplateData.BlockDeviceMapping.N
+	ID, Name          string
+	Created           time.Time
+	Tags              []Tag // on the template itself
+	ImageID           string
+	InstanceType      string
+	UserData          string // base64, as sent
+	InstanceTags      []Tag  // TagSpecification with ResourceType=instance
+	SecurityGroups    []string
+	BlockDevices      []BlockDevice // LaunchTemplateData.BlockDeviceMapping.N
+	InstanceProfile   string        // IamInstanceProfile: its name, or its ARN
+	Metadata          MetadataOptions
+	NetworkInterfaces []NetworkInterface
+	Monitoring        bool // detailed (one-minute) monitoring
+}
+
+// MetadataOptions are a template's instance metadata settings; a field the request left out
+// is "" (or 0), and EC2's default applies.
+type MetadataOptions struct {
+	HTTPEndpoint            string `json:"httpEndpoint,omitempty"`
+	HTTPProtocolIPv6        string `json:"httpProtocolIpv6,omitempty"`
+	HTTPPutResponseHopLimit int    `json:"httpPutResponseHopLimit,omitempty"`
+	HTTPTokens              string `json:"httpTokens,omitempty"`
+	InstanceMetadataTags    string `json:"instanceMetadataTags,omitempty"`
+}
+
+// NetworkInterface is one of a template's network interfaces.
+type NetworkInterface struct {
+	DeviceIndex              int      `json:"deviceIndex"`
+	AssociatePublicIPAddress *bool    `json:"associatePublicIpAddress,omitempty"`
+	SecurityGroups           []string `json:"securityGroups,omitempty"`
+}
+
+// LaunchTemplateInfo is a launch template as tests and the admin API see it.
+type LaunchTemplateInfo struct {
+	ID                string             `json:"id"`
+	Name              string             `json:"name"`
+	Tags              []Tag              `json:"tags,omitempty"`
+	ImageID           string             `json:"imageId,omitempty"`
+	InstanceType      string             `json:"instanceType,omitempty"`
+	UserData          string             `json:"userData,omitempty"` // decoded
+	BlockDevices      []BlockDevice      `json:"blockDevices,omitempty"`
+	SecurityGroups    []string           `json:"securityGroups,omitempty"`
+	InstanceProfile   string             `json:"instanceProfile,omitempty"`
+	MetadataOptions   MetadataOptions    `json:"metadataOptions"`
+	NetworkInterfaces []NetworkInterface `json:"networkInterfaces,omitempty"`
+	Monitoring        bool               `json:"monitoring"`
+}
+
+// LaunchTemplates lists the launch templates, by name.
+func (e *Emulator) LaunchTemplates() []LaunchTemplateInfo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]LaunchTemplateInfo, 0, len(e.templates))
+	for _, lt := range e.templates {
+		ud, _ := decodeUserData(lt.UserData) // checked when the template was made
+		out = append(out, LaunchTemplateInfo{ID: lt.ID, Name: lt.Name, Tags: slices.Clone(lt.Tags), ImageID: lt.ImageID, InstanceType: lt.InstanceType,
+			UserData: ud, BlockDevices: slices.Clone(lt.BlockDevices), SecurityGroups: slices.Clone(lt.SecurityGroups), InstanceProfile: lt.InstanceProfile, MetadataOptions: lt.Metadata,
+			NetworkInterfaces: slices.Clone(lt.NetworkInterfaces), Monitoring: lt.Monitoring})
+	}
+	slices.SortFunc(out, func(a, b LaunchTemplateInfo) int { return cmpString(a.Name, b.Name) })
+	return out
+}
+
+// parseTemplateData reads the instance profile, metadata options, network interfaces and
+// monitoring of LaunchTemplateData, checking them as EC2 does.
+func parseTemplateData(f url.Values, lt *launchTemplate) error {
+	const p = "LaunchTemplateData."
+	lt.InstanceProfile = cmp.Or(f.Get(p+"IamInstanceProfile.Arn"), f.Get(p+"IamInstanceProfile.Name"))
+	if f.Get(p+"IamInstanceProfile.Arn") != "" && f.Get(p+"IamInstanceProfile.Name") != "" {
+		return &apiError{Status: 400, Code: "InvalidParameterCombination", Message: "The parameter 'iamInstanceProfile.name' may not be used in combination with 'iamInstanceProfile.arn'"}
+	}
+	m := MetadataOptions{
+		HTTPEndpoint: f.Get(p + "MetadataOptions.HttpEndpoint"), HTTPProtocolIPv6: f.Get(p + "MetadataOptions.HttpProtocolIpv6"),
+		HTTPTokens: f.Get(p + "MetadataOptions.HttpTokens"), InstanceMetadataTags: f.Get(p + "MetadataOptions.InstanceMetadataTags"),
+	}
+	for param, v := range map[string]string{"HttpEndpoint": m.HTTPEndpoint, "HttpProtocolIpv6": m.HTTPProtocolIPv6, "InstanceMetadataTags": m.InstanceMetadataTags} {
+		if v != "" && v != "enabled" && v != "disabled" {
+			return errInvalidParameter("Value (%s) for parameter %s is invalid. Valid values are enabled and disabled.", v, param)
+		}
+	}
+	if v := m.HTTPTokens; v != "" && v != "optional" && v != "required" {
+		return errInvalidParameter("Value (%s) for parameter HttpTokens is invalid. Valid values are optional and required.", v)
+	}
+	if v := f.Get(p + "MetadataOptions.HttpPutResponseHopLimit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 64 {
+			return errInvalidParameter("Value (%s) for parameter HttpPutResponseHopLimit is invalid. Valid values are 1 through 64.", v)
+		}
+		m.HTTPPutResponseHopLimit = n
+	}
+	lt.Metadata = m
+	for _, n := range indices(f, p+"NetworkInterface") {
+		np := fmt.Sprintf("%sNetworkInterface.%d.", p, n)
+		ni := NetworkInterface{SecurityGroups: list(f, np+"SecurityGroupId")}
+		idx, err := intParam(f, np+"DeviceIndex", -1)
+		if err != nil {
+			return err
+		}
+		if idx < 0 {
+			return &apiError{Status: 400, Code: "MissingParameter", Message: "Missing required parameter: networkInterface.deviceIndex"}
+		}
+		ni.DeviceIndex = idx
+		if v := f.Get(np + "AssociatePublicIpAddress"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return errInvalidParameter("Value (%s) for parameter associatePublicIpAddress is invalid", v)
+			}
+			ni.AssociatePublicIPAddress = &b
+		}
+		lt.NetworkInterfaces = append(lt.NetworkInterfaces, ni)
+	}
+	if len(lt.NetworkInterfaces) > 0 && len(lt.SecurityGroups) > 0 {
+		return &apiError{Status: 400, Code: "InvalidParameterCombination",
+			Message: "Network interfaces and an instance-level security groups may not be specified on the same request"}
+	}
+	if v := f.Get(p + "Monitoring.Enabled"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errInvalidParameter("Value (%s) for parameter monitoring.enabled is invalid", v)
+		}
+		lt.Monitoring = b
+	}
+	return nil
+}
+
+// instanceGroups are the security groups an instance launched from the template gets: the
+// primary network interface's when it has any, else the template's.
+func (lt *launchTemplate) instanceGroups() []string {
+	for _, ni := range lt.NetworkInterfaces {
+		if ni.DeviceIndex == 0 && len(ni.SecurityGroups) > 0 {
+			return slices.Clone(ni.SecurityGroups)
+		}
+	}
+	return slices.Clone(lt.SecurityGroups)
 }
 
 type launchTemplateXML struct {
@@ -57,6 +185,9 @@ func (e *Emulator) createLaunchTemplate(req *ec2Request) (requestIDSetter, error
 	}
 	var err error
 	if lt.BlockDevices, err = parseBlockDevices(f, "LaunchTemplateData.BlockDeviceMapping"); err != nil {
+		return nil, err
+	}
+	if err := parseTemplateData(f, lt); err != nil {
 		return nil, err
 	}
 	if lt.ImageID != "" {

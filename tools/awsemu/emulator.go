@@ -16,7 +16,7 @@ import (
 // maxBodyBytes bounds every request body; SQS messages are at most 256 KiB.
 const maxBodyBytes = 1 << 20
 
-// Emulator is the emulated AWS account: an http.Handler answering EC2, SQS and the admin API.
+// Emulator is the emulated AWS account: an http.Handler answering EC2, SQS, IAM and the admin API.
 // Create it with New and, for timers to fire without requests, call Run.
 type Emulator struct {
 	cfg   Config
@@ -39,6 +39,8 @@ type Emulator struct {
 	firing    time.Time // due time of the timer being run, zero outside timers
 	calls     []Call
 	throttle  throttleState
+	roles     map[string]*iamRole         // IAM, by name (iam.go)
+	profiles  map[string]*instanceProfile // IAM, by name
 }
 
 // New builds an emulator from cfg (defaults filled in) with its interruption queue created.
@@ -68,6 +70,7 @@ func (e *Emulator) resetLocked() {
 	e.calls = nil
 	e.throttle = throttleState{}
 	e.createQueueLocked(e.cfg.InterruptionQueue, nil)
+	e.seedIAMLocked()
 }
 
 // Config returns the configuration in effect, defaults filled in.
@@ -91,7 +94,7 @@ func (e *Emulator) Run(ctx context.Context) {
 }
 
 // ServeHTTP dispatches by path and protocol: /_emu/ is the admin API, X-Amz-Target
-// AmazonSQS.* is SQS, any other POST is EC2.
+// AmazonSQS.* is SQS, a request signed for the service iam is IAM, any other POST is EC2.
 func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := e.newRequestID()
 	defer func() {
@@ -107,6 +110,8 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.serveAdmin(w, r)
 	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS."):
 		e.serveSQS(w, r, reqID)
+	case sigV4Service(r) == "iam":
+		e.serveIAM(w, r, reqID)
 	default:
 		e.serveEC2(w, r, reqID)
 	}

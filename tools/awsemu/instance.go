@@ -67,7 +67,9 @@ type instance struct {
 	BlockDevices                                    []BlockDevice
 	SecurityGroups                                  []string
 	FleetID                                         string
-	gone                                            bool // dropped after retention
+	InstanceProfile                                 string // from the launch template
+	Context                                         string // the fleet's
+	gone                                            bool   // dropped after retention
 }
 
 func (i *instance) pool() Pool {
@@ -164,6 +166,11 @@ type InstanceInfo struct {
 	LaunchTime   time.Time `json:"launchTime"`
 	FleetID      string    `json:"fleetId"`
 	Tags         []Tag     `json:"tags"`
+	// InstanceProfile is the IAM instance profile it was launched with (name or ARN, as the
+	// launch template gave it); Context the CreateFleet Context.
+	InstanceProfile string   `json:"instanceProfile,omitempty"`
+	Context         string   `json:"context,omitempty"`
+	SecurityGroups  []string `json:"securityGroups,omitempty"`
 }
 
 // Instances lists every instance the emulator still knows, in launch order.
@@ -175,7 +182,8 @@ func (e *Emulator) Instances() []InstanceInfo {
 	for _, i := range e.order {
 		out = append(out, InstanceInfo{ID: i.ID, Type: i.Type, Zone: i.Zone, SubnetID: i.SubnetID, ImageID: i.ImageID,
 			CapacityType: i.CapacityType, State: i.State, PrivateIP: i.PrivateIP, PrivateDNS: i.PrivateDNS,
-			LaunchTime: i.LaunchTime, FleetID: i.FleetID, Tags: slices.Clone(i.Tags)})
+			LaunchTime: i.LaunchTime, FleetID: i.FleetID, Tags: slices.Clone(i.Tags), InstanceProfile: i.InstanceProfile, Context: i.Context,
+			SecurityGroups: slices.Clone(i.SecurityGroups)})
 	}
 	return out
 }

@@ -131,7 +131,7 @@ func TestTemplateBlockDevicesAndKubeletSettingsReachTheNode(t *testing.T) {
 					DeleteOnTermination: aws.Bool(true), SnapshotId: aws.String("snap-0123")}}}},
 	})
 	require.NoError(t, err)
-	tmpls := e.emu.Templates()
+	tmpls := e.emu.LaunchTemplates()
 	require.Len(t, tmpls, 1)
 	assert.Equal(t, []BlockDevice{{DeviceName: "/dev/xvda", VolumeSizeGiB: 120, VolumeType: "gp3", IOPS: 4000, Throughput: 250,
 		Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true), KMSKeyID: "arn:aws:kms:us-east-1:111122223333:key/k", SnapshotID: "snap-0123"}},

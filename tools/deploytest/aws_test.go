@@ -112,7 +112,8 @@ func actions(sts []statement) []string {
 }
 
 // TestIAMPolicies checks each service's policy names the actions it needs and no more:
-// nothing wildcarded, PassRole of the node role only, TerminateInstances only on instances
+// nothing wildcarded, PassRole of the node role only, instance profiles made, filled and
+// deleted only when tagged for this cluster, TerminateInstances only on instances
 // tagged for this cluster, SQS on the interruption queue only, and no role at all for the
 // services that do not call AWS.
 func TestIAMPolicies(t *testing.T) {
@@ -123,7 +124,8 @@ func TestIAMPolicies(t *testing.T) {
 	require.Subset(t, actions(launcher), []string{"ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:DescribeLaunchTemplates",
 		"ec2:DeleteLaunchTemplate", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeImages",
 		"ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory",
-		"ec2:CreateTags", "iam:PassRole"})
+		"ec2:CreateTags", "iam:PassRole", "iam:GetInstanceProfile", "iam:ListInstanceProfiles", "iam:CreateInstanceProfile",
+		"iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"})
 	require.NotContains(t, actions(launcher), "ec2:TerminateInstances", "the launcher launches; the terminator terminates")
 	require.ElementsMatch(t, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes",
 		"ec2:DescribeInstances", "ec2:TerminateInstances"}, actions(terminator))
@@ -136,6 +138,16 @@ func TestIAMPolicies(t *testing.T) {
 			}
 			if s.Actions[0] == "iam:PassRole" {
 				require.Equal(t, []string{"arn:${AWS::Partition}:iam::${AWS::AccountId}:role/${NodeRoleName}"}, s.Resources, "PassRole of the node role only")
+			}
+			if contains(s.Actions, "iam:CreateInstanceProfile") {
+				require.Equal(t, "owned", s.Condition["StringEquals"]["aws:RequestTag/kubernetes.io/cluster/${ClusterName}"],
+					"%s makes only instance profiles tagged for this cluster", name)
+			}
+			for _, a := range []string{"iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"} {
+				if contains(s.Actions, a) {
+					require.Equal(t, "owned", s.Condition["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/${ClusterName}"],
+						"%s changes only instance profiles tagged for this cluster", name)
+				}
 			}
 			if contains(s.Actions, "ec2:TerminateInstances") {
 				require.Equal(t, "owned", s.Condition["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/${ClusterName}"],

@@ -93,17 +93,29 @@ func (c *Client) Instances(ctx context.Context) ([]awsemu.InstanceInfo, error) {
 	return out, c.do(ctx, http.MethodGet, "instances", nil, &out)
 }
 
-// Templates lists the emulator's launch templates by name, with their decoded user data and
-// block device mappings.
-func (c *Client) Templates(ctx context.Context) ([]awsemu.TemplateInfo, error) {
-	var out []awsemu.TemplateInfo
-	return out, c.do(ctx, http.MethodGet, "templates", nil, &out)
-}
-
 // Calls lists the API calls the emulator has answered.
 func (c *Client) Calls(ctx context.Context) ([]awsemu.Call, error) {
 	var out []awsemu.Call
 	return out, c.do(ctx, http.MethodGet, "calls", nil, &out)
+}
+
+// LaunchTemplates lists the emulator's launch templates with every field it records (user
+// data decoded).
+func (c *Client) LaunchTemplates(ctx context.Context) ([]awsemu.LaunchTemplateInfo, error) {
+	var out []awsemu.LaunchTemplateInfo
+	return out, c.do(ctx, http.MethodGet, "launch-templates", nil, &out)
+}
+
+// InstanceProfiles lists the emulator's IAM instance profiles with their role and tags.
+func (c *Client) InstanceProfiles(ctx context.Context) ([]awsemu.InstanceProfileInfo, error) {
+	var out []awsemu.InstanceProfileInfo
+	return out, c.do(ctx, http.MethodGet, "instance-profiles", nil, &out)
+}
+
+// Roles lists the names of the emulator's IAM roles.
+func (c *Client) Roles(ctx context.Context) ([]string, error) {
+	var out []string
+	return out, c.do(ctx, http.MethodGet, "roles", nil, &out)
 }
 
 // Reset forgets all dynamic state.

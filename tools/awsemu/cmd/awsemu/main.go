@@ -1,4 +1,4 @@
-// Command awsemu serves the AWS emulator (EC2 query protocol, SQS JSON protocol and the /_emu/
+// Command awsemu serves the AWS emulator (EC2 and IAM query protocols, SQS JSON protocol and the /_emu/
 // admin API) on a loopback address. Every flag has an environment fallback (AWSEMU_<FLAG>).
 package main
 
@@ -69,6 +69,9 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.emu.SpotNotice, "spot-notice", envDuration("SPOT_NOTICE", 2*time.Minute), "spot interruption warning → termination (AWSEMU_SPOT_NOTICE)")
 	fs.IntVar(&c.emu.PoolCapacity, "pool-capacity", envInt("POOL_CAPACITY", 100), "instances per type × zone × capacity type (AWSEMU_POOL_CAPACITY)")
 	seed := fs.Int64("seed", int64(envInt("SEED", 1)), "seed for IDs and addresses (AWSEMU_SEED)")
+	roles := fs.String("roles", env("ROLES", ""), "comma-separated IAM roles that exist at start, default KarpenterNodeRole-<cluster> (AWSEMU_ROLES)")
+	profiles := fs.String("instance-profiles", env("INSTANCE_PROFILES", ""),
+		"comma-separated IAM instance profiles that exist at start, each name[=role], default KarpenterNodeInstanceProfile-<cluster>=KarpenterNodeRole-<cluster> (AWSEMU_INSTANCE_PROFILES)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -78,6 +81,16 @@ func parseConfig(args []string) (config, error) {
 	}
 	if zones != "" {
 		c.emu.Zones = strings.Split(zones, ",")
+	}
+	if *roles != "" {
+		c.emu.Roles = strings.Split(*roles, ",")
+	}
+	if *profiles != "" {
+		c.emu.InstanceProfiles = map[string]string{}
+		for _, p := range strings.Split(*profiles, ",") {
+			name, role, _ := strings.Cut(p, "=")
+			c.emu.InstanceProfiles[name] = role
+		}
 	}
 	host, _, err := net.SplitHostPort(c.listen)
 	if err != nil {
@@ -115,7 +128,7 @@ func run() error {
 		return fmt.Errorf("listening on %s: %w", cfg.listen, err)
 	}
 	c := emu.Config()
-	log.Printf("awsemu: serving EC2 and SQS on http://%s (region %s, zones %s, cluster %s, queue %s, nodes %t); spot prices are modelled: %s",
+	log.Printf("awsemu: serving EC2, SQS and IAM on http://%s (region %s, zones %s, cluster %s, queue %s, nodes %t); spot prices are modelled: %s",
 		ln.Addr(), c.Region, strings.Join(c.Zones, ","), c.ClusterName, c.InterruptionQueue, cfg.kubeconfig != "", "see README")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
