@@ -24,7 +24,7 @@ type world struct {
 	subnets         []subnet
 	groups          []securityGroup
 	images          []image
-	params          map[string]Parameter // the public SSM parameters naming images
+	params          map[string]Parameter   // the public SSM parameters naming images
 	types           []catalog.InstanceType // complete types only, sorted by name
 	typeIndex       map[string]int
 }
