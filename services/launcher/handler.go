@@ -208,29 +208,33 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 		return launchInfo{}, err
 	}
 	capacityType := l.chooseCapacityType(intent, subnets)
-	templatesByArch := map[string]string{}
-	for _, arch := range archs(images) {
-		spec, err := l.templateSpec(intent, class, images[arch], sgs, capacityType)
-		if err != nil {
-			return launchInfo{}, err
-		}
-		name, err := l.templates.ensure(ctx, spec)
-		if err != nil {
-			return launchInfo{}, err
-		}
-		templatesByArch[arch] = name
-	}
+	// Each type launches from the image of its architecture and variant (a GPU type from the
+	// nvidia image, a Neuron type from the neuron one), through one template per image.
+	templates := map[imageKey]string{}
+	imageOf := map[string]image{}
 	var types []fleetType
-	arch := map[string]string{}
 	for _, opt := range intent.GetInstanceTypes() {
 		it, ok := l.types.Lookup(opt.GetName())
 		if !ok {
 			continue
 		}
-		arch[it.GetName()] = it.GetArchitecture()
-		if lt, ok := templatesByArch[it.GetArchitecture()]; ok {
-			types = append(types, fleetType{Name: opt.GetName(), LaunchTemplate: lt})
+		img, ok := imageFor(images, it)
+		if !ok {
+			continue // no image of the class serves it
 		}
+		lt, ok := templates[img.key()]
+		if !ok {
+			spec, err := l.templateSpec(intent, class, img, sgs, capacityType)
+			if err != nil {
+				return launchInfo{}, err
+			}
+			if lt, err = l.templates.ensure(ctx, spec); err != nil {
+				return launchInfo{}, err
+			}
+			templates[img.key()] = lt
+		}
+		imageOf[it.GetName()] = img
+		types = append(types, fleetType{Name: opt.GetName(), LaunchTemplate: lt})
 	}
 	req := fleetRequest{ClientToken: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.claimTags(intent, class)}
 	for try := 0; ; try++ {
@@ -254,8 +258,8 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 		return launchInfo{
 			launched:       got,
 			ProviderID:     fmt.Sprintf("aws:///%s/%s", got.Zone, got.InstanceID),
-			ImageID:        images[arch[got.InstanceType]].ID,
-			LaunchTemplate: templatesByArch[arch[got.InstanceType]],
+			ImageID:        imageOf[got.InstanceType].ID,
+			LaunchTemplate: templates[imageOf[got.InstanceType].key()],
 			Type:           l.typeOf(got.InstanceType),
 			ZoneID:         zoneIDOf(subnets, got.Zone),
 		}, nil
