@@ -18,6 +18,7 @@ import (
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
+	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 )
 
 // classWithAMIs is an EC2NodeClass of the demo cluster with the given AMI lines (amiFamily,
@@ -205,4 +206,18 @@ func TestAliasParameters(t *testing.T) {
 	}
 	_, ok := imageFor(imgs, &catalogv1.InstanceType{Architecture: "arm64"})
 	assert.False(t, ok, "no arm64 image")
+}
+
+// A type no image of the class serves — an arm64 GPU type under al2@latest, whose GPU image is
+// x86_64 only — fails its claim with that reason rather than launching from another variant.
+func TestTypeWithoutAnImageOfItsVariantFails(t *testing.T) {
+	e := start(t)
+	e.apply(classWithAMIs("al2", "  amiSelectorTerms:\n  - alias: al2@latest\n"))
+	intent := e.claimOf("al2", "default-g5g1", "g5g.xlarge")
+	e.publish(intent, intent.NodeClaimName)
+	r := e.nextResult()
+	assert.Equal(t, launchv1.LaunchOutcome_LAUNCH_OUTCOME_FAILED, r.Outcome)
+	assert.Equal(t, "NodeClassInvalid", r.ErrorCode)
+	assert.Contains(t, r.ErrorMessage, "no image its amiSelectorTerms resolve to serves instance types [g5g.xlarge]")
+	assert.Empty(t, e.instancesFor("default-g5g1"), "nothing was launched")
 }

@@ -213,6 +213,7 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 	templates := map[imageKey]string{}
 	imageOf := map[string]image{}
 	var types []fleetType
+	var unserved []string
 	for _, opt := range intent.GetInstanceTypes() {
 		it, ok := l.types.Lookup(opt.GetName())
 		if !ok {
@@ -220,7 +221,8 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 		}
 		img, ok := imageFor(images, it)
 		if !ok {
-			continue // no image of the class serves it
+			unserved = append(unserved, it.GetName())
+			continue
 		}
 		lt, ok := templates[img.key()]
 		if !ok {
@@ -235,6 +237,11 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 		}
 		imageOf[it.GetName()] = img
 		types = append(types, fleetType{Name: opt.GetName(), LaunchTemplate: lt})
+	}
+	if len(types) == 0 && len(unserved) > 0 {
+		// E.g. an arm64 GPU type under al2@latest, whose GPU image is x86_64 only.
+		return launchInfo{}, fmt.Errorf("%w %s: no image its amiSelectorTerms resolve to serves instance types %v (architecture and GPU/accelerator variant)",
+			errNodeClassInvalid, class.Name, unserved)
 	}
 	req := fleetRequest{ClientToken: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.claimTags(intent, class)}
 	for try := 0; ; try++ {
