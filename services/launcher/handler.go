@@ -231,29 +231,40 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 		return launchInfo{}, err
 	}
 	capacityType := l.chooseCapacityType(intent, subnets)
-	templatesByArch := map[string]string{}
-	for _, arch := range archs(images) {
-		spec, err := l.templateSpec(intent, class, images[arch], sgs, profile, capacityType)
-		if err != nil {
-			return launchInfo{}, err
-		}
-		name, err := l.templates.ensure(ctx, spec)
-		if err != nil {
-			return launchInfo{}, err
-		}
-		templatesByArch[arch] = name
-	}
+	// Each type launches from the image of its architecture and variant (a GPU type from the
+	// nvidia image, a Neuron type from the neuron one), through one template per image.
+	templates := map[imageKey]string{}
+	imageOf := map[string]image{}
 	var types []fleetType
-	arch := map[string]string{}
+	var unserved []string
 	for _, opt := range intent.GetInstanceTypes() {
 		it, ok := l.types.Lookup(opt.GetName())
 		if !ok {
 			continue
 		}
-		arch[it.GetName()] = it.GetArchitecture()
-		if lt, ok := templatesByArch[it.GetArchitecture()]; ok {
-			types = append(types, fleetType{Name: opt.GetName(), LaunchTemplate: lt})
+		img, ok := imageFor(images, it)
+		if !ok {
+			unserved = append(unserved, it.GetName())
+			continue
 		}
+		lt, ok := templates[img.key()]
+		if !ok {
+			spec, err := l.templateSpec(intent, class, img, sgs, profile, capacityType)
+			if err != nil {
+				return launchInfo{}, err
+			}
+			if lt, err = l.templates.ensure(ctx, spec); err != nil {
+				return launchInfo{}, err
+			}
+			templates[img.key()] = lt
+		}
+		imageOf[it.GetName()] = img
+		types = append(types, fleetType{Name: opt.GetName(), LaunchTemplate: lt})
+	}
+	if len(types) == 0 && len(unserved) > 0 {
+		// E.g. an arm64 GPU type under al2@latest, whose GPU image is x86_64 only.
+		return launchInfo{}, fmt.Errorf("%w %s: no image its amiSelectorTerms resolve to serves instance types %v (architecture and GPU/accelerator variant)",
+			errNodeClassInvalid, class.Name, unserved)
 	}
 	req := fleetRequest{ClientToken: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.claimTags(intent, class),
 		Context: class.Context}
@@ -278,8 +289,8 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 		return launchInfo{
 			launched:       got,
 			ProviderID:     fmt.Sprintf("aws:///%s/%s", got.Zone, got.InstanceID),
-			ImageID:        images[arch[got.InstanceType]].ID,
-			LaunchTemplate: templatesByArch[arch[got.InstanceType]],
+			ImageID:        imageOf[got.InstanceType].ID,
+			LaunchTemplate: templates[imageOf[got.InstanceType].key()],
 			Type:           l.typeOf(got.InstanceType),
 			ZoneID:         zoneIDOf(subnets, got.Zone),
 			Node:           nodeSettings(kubeletFor(intent, class), class),

@@ -219,7 +219,7 @@ func specOf(nc *ec2v1.EC2NodeClass) nodeClassSpec {
 		s.Context = *nc.Spec.Context
 	}
 	for _, t := range nc.Spec.AMISelectorTerms {
-		s.AMIs = append(s.AMIs, amiTerm{Alias: t.Alias, ID: t.ID, Name: t.Name, Owner: t.Owner, Tags: t.Tags})
+		s.AMIs = append(s.AMIs, amiTerm{Alias: t.Alias, ID: t.ID, SSMParameter: t.SSMParameter, Name: t.Name, Owner: t.Owner, Tags: t.Tags})
 	}
 	for _, t := range nc.Spec.SubnetSelectorTerms {
 		s.Subnets = append(s.Subnets, selectorTerm{ID: t.ID, Tags: t.Tags})

@@ -1,10 +1,12 @@
 // Command launcher turns LaunchIntents into EC2 capacity and links the Nodes that register to
 // their NodeClaims. It also publishes the instance catalog the scheduler packs against.
 //
-//	<prefix>.launch.intents ──> resolve EC2NodeClass (subnets, security groups, AMI; cached)
+//	<prefix>.launch.intents ──> resolve EC2NodeClass (subnets, security groups, AMIs; cached;
+//	    aliases and ssmParameter terms through SSM, one image per architecture and variant)
 //	    ──> instance profile (made for spec.role, or spec.instanceProfile checked; cached)
-//	    ──> launch template per distinct configuration (user data with labels and taints,
-//	        metadata options, public IP, monitoring)
+//	    ──> launch template per distinct configuration (image, user data with labels and taints,
+//	        metadata options, public IP, monitoring); each type launches from its variant's
+//	        image: nvidia for GPU types, neuron for Neuron
 //	    ──> CreateFleet instant, ClientToken = NodeClaim UID, class context ──> NodeClaim status, LaunchResult
 //	    └─ InsufficientInstanceCapacity ──> <prefix>.offerings.unavailable (3 min), retry others
 //	Node registers (providerID) ──> NodeClaim Registered/Initialized, pool labels, startup taints

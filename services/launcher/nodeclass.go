@@ -38,9 +38,11 @@ func (t selectorTerm) filters() []ec2types.Filter {
 	return fs
 }
 
-// resolver answers the node class's selector terms from EC2, caching each answer for ttl.
+// resolver answers the node class's selector terms from EC2 (and SSM, for AMI aliases and
+// ssmParameter terms), caching each answer for ttl.
 type resolver struct {
 	api EC2API
+	ssm SSMAPI
 	ttl time.Duration
 	now func() time.Time
 
@@ -53,8 +55,8 @@ type cached struct {
 	value any
 }
 
-func newResolver(api EC2API, ttl time.Duration, now func() time.Time) *resolver {
-	return &resolver{api: api, ttl: ttl, now: now, cache: map[string]cached{}}
+func newResolver(api EC2API, ssmAPI SSMAPI, ttl time.Duration, now func() time.Time) *resolver {
+	return &resolver{api: api, ssm: ssmAPI, ttl: ttl, now: now, cache: map[string]cached{}}
 }
 
 func (r *resolver) remember(key string, load func() (any, error)) (any, error) {

@@ -10,6 +10,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
@@ -36,6 +37,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	api := ec2.NewFromConfig(awsCfg)
 	iamAPI := iam.NewFromConfig(awsCfg)
+	// SSM answers AMI aliases and ssmParameter terms; its endpoint, like EC2's, comes from the
+	// SDK's configuration (AWS_ENDPOINT_URL_SSM for the emulator).
+	ssmAPI := ssm.NewFromConfig(awsCfg)
 	version, err := rt.Kube.Discovery().ServerVersion()
 	if err != nil {
 		return fmt.Errorf("reading the cluster's Kubernetes version: %w", err)
@@ -57,7 +61,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	l := &launcher{
 		cfg: cfg, api: api, claims: stores.claims, classes: stores.classes,
-		resolver: newResolver(api, cfg.ResolverTTL, time.Now), templates: newTemplates(api, cfg.ResolverTTL, time.Now),
+		resolver: newResolver(api, ssmAPI, cfg.ResolverTTL, time.Now), templates: newTemplates(api, cfg.ResolverTTL, time.Now),
 		profiles:    newInstanceProfiles(iamAPI, cfg.ClusterName, cfg.Region, cfg.ResolverTTL, time.Now),
 		unavailable: offerings.NewUnavailable(time.Now), bus: rt.Bus, prefix: rt.Bus.Prefix(),
 		k8sMinor: fmt.Sprintf("%s.%s", version.Major, trimPlus(version.Minor)), clusterCA: ca,

@@ -88,11 +88,10 @@ func (s *statuses) resolve(ctx context.Context, nc *ec2v1.EC2NodeClass) string {
 	set(ec2v1.ConditionTypeSecurityGroupsReady, err, len(groups), "security groups")
 	images, err := s.l.resolver.images(ctx, spec.AMIs, s.l.k8sMinor)
 	nc.Status.AMIs = nil
-	for arch, img := range images {
-		nc.Status.AMIs = append(nc.Status.AMIs, ec2v1.AMI{ID: img.ID, Name: img.Name,
-			Requirements: []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{arch}}}})
+	for _, img := range images {
+		nc.Status.AMIs = append(nc.Status.AMIs, ec2v1.AMI{ID: img.ID, Name: img.Name, Deprecated: img.Deprecated, Requirements: img.requirements()})
 	}
-	sort.Slice(nc.Status.AMIs, func(i, j int) bool { return nc.Status.AMIs[i].ID < nc.Status.AMIs[j].ID })
+	sort.SliceStable(nc.Status.AMIs, func(i, j int) bool { return nc.Status.AMIs[i].ID < nc.Status.AMIs[j].ID })
 	set(ec2v1.ConditionTypeAMIsReady, err, len(images), "AMIs")
 	profile, err := s.l.profiles.resolve(ctx, spec)
 	nc.Status.InstanceProfile = profile

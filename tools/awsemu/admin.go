@@ -16,11 +16,12 @@ import (
 //	POST /_emu/throttle   Throttle      {"service":"ec2","actions":["CreateFleet"],"share":1}
 //	POST /_emu/interrupt  {"kind":"spot-interruption","instanceId":"i-...","state":"stopping","notice":"30s"}
 //	GET  /_emu/instances  → [InstanceInfo]
+//	POST /_emu/parameters {"name":"/my/ami","value":"ami-..."}  an SSM parameter of the account
 //	GET  /_emu/calls      → [Call]
 //	GET  /_emu/launch-templates  → [LaunchTemplateInfo]
 //	GET  /_emu/instance-profiles → [InstanceProfileInfo]
 //	GET  /_emu/roles             → [role name]
-//	POST /_emu/reset      forget instances, templates, queues' messages, faults and calls; IAM back to its seed
+//	POST /_emu/reset      forget instances, templates, queues' messages, parameters put, faults and calls; IAM back to its seed
 const adminPrefix = "/_emu/"
 
 // InterruptRequest is the wire form of Interruption: the notice is a Go duration string.
@@ -111,6 +112,11 @@ func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		writeAdminResult(w, e.Interrupt(Interruption{Kind: in.Kind, InstanceID: in.InstanceID, State: in.State, Notice: notice}))
+	case "POST parameters":
+		var p Parameter
+		if decode(&p) {
+			writeAdminResult(w, e.PutParameter(p.Name, p.Value))
+		}
 	case "GET instances":
 		writeAdmin(w, http.StatusOK, e.Instances())
 	case "GET calls":

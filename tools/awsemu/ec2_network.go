@@ -217,6 +217,7 @@ type imageXML struct {
 	VirtualizationType string `xml:"virtualizationType"`
 	Hypervisor         string `xml:"hypervisor"`
 	PlatformDetails    string `xml:"platformDetails"`
+	DeprecationTime    string `xml:"deprecationTime,omitempty"`
 	Tags               []Tag  `xml:"tagSet>item"`
 }
 
@@ -268,12 +269,17 @@ func (e *Emulator) describeImages(req *ec2Request) (requestIDSetter, error) {
 		if ok, _ := matchFilters(im, fs, imageFields, func(im image) []Tag { return im.Tags }); !ok {
 			continue
 		}
+		deprecation := ""
+		if im.OwnerAlias == "amazon" {
+			// Public AMIs are deprecated two years after they are made, as AWS sets it.
+			deprecation = im.Created.AddDate(2, 0, 0).Format(time.RFC3339)
+		}
 		all = append(all, imageXML{
 			ImageID: im.ID, ImageLocation: im.Owner + "/" + im.Name, State: "available", OwnerID: im.Owner,
 			OwnerAlias: im.OwnerAlias, CreationDate: im.Created.Format(time.RFC3339), IsPublic: im.OwnerAlias == "amazon",
 			Architecture: im.Arch, ImageType: "machine", Name: im.Name, Description: im.Description,
 			RootDeviceType: "ebs", RootDeviceName: "/dev/xvda", VirtualizationType: "hvm", Hypervisor: "xen",
-			PlatformDetails: "Linux/UNIX", Tags: im.Tags,
+			PlatformDetails: "Linux/UNIX", DeprecationTime: deprecation, Tags: im.Tags,
 		})
 	}
 	from, to, next := pg.cut(len(all))

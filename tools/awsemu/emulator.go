@@ -16,7 +16,8 @@ import (
 // maxBodyBytes bounds every request body; SQS messages are at most 256 KiB.
 const maxBodyBytes = 1 << 20
 
-// Emulator is the emulated AWS account: an http.Handler answering EC2, SQS, IAM and the admin API.
+// Emulator is the emulated AWS account: an http.Handler answering EC2, SQS, IAM, SSM and the
+// admin API.
 // Create it with New and, for timers to fire without requests, call Run.
 type Emulator struct {
 	cfg   Config
@@ -35,6 +36,7 @@ type Emulator struct {
 	used      map[Pool]int
 	ipNext    map[string]int // per subnet
 	queues    map[string]*queue
+	params    map[string]Parameter // the account's own SSM parameters (PutParameter)
 	timers    timerHeap
 	firing    time.Time // due time of the timer being run, zero outside timers
 	calls     []Call
@@ -54,7 +56,8 @@ func New(cfg Config) (*Emulator, error) {
 	return e, nil
 }
 
-// resetLocked forgets all dynamic state: instances, fleets, templates, queues, faults, calls.
+// resetLocked forgets all dynamic state: instances, fleets, templates, queues, parameters put,
+// faults, calls.
 func (e *Emulator) resetLocked() {
 	e.rng = rand.New(rand.NewPCG(uint64(e.cfg.Seed), 0x5eed))
 	e.instances = map[string]*instance{}
@@ -66,6 +69,7 @@ func (e *Emulator) resetLocked() {
 	e.used = map[Pool]int{}
 	e.ipNext = map[string]int{}
 	e.queues = map[string]*queue{}
+	e.params = map[string]Parameter{}
 	e.timers = nil
 	e.calls = nil
 	e.throttle = throttleState{}
@@ -94,7 +98,8 @@ func (e *Emulator) Run(ctx context.Context) {
 }
 
 // ServeHTTP dispatches by path and protocol: /_emu/ is the admin API, X-Amz-Target
-// AmazonSQS.* is SQS, a request signed for the service iam is IAM, any other POST is EC2.
+// AmazonSQS.* is SQS, AmazonSSM.* is SSM, a request signed for the service iam is IAM, any other
+// POST is EC2.
 func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := e.newRequestID()
 	defer func() {
@@ -110,6 +115,8 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.serveAdmin(w, r)
 	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS."):
 		e.serveSQS(w, r, reqID)
+	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSSM."):
+		e.serveSSM(w, r)
 	case sigV4Service(r) == "iam":
 		e.serveIAM(w, r, reqID)
 	default:
@@ -125,7 +132,7 @@ func (e *Emulator) newRequestID() string {
 // Call is one API call as the emulator saw it, for tests and the admin API.
 type Call struct {
 	Time      time.Time `json:"time"`
-	Service   string    `json:"service"` // ec2 or sqs
+	Service   string    `json:"service"` // ec2, sqs or ssm
 	Action    string    `json:"action"`
 	ErrorCode string    `json:"errorCode,omitempty"`
 	Throttled bool      `json:"throttled,omitempty"`

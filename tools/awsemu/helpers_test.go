@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,6 +22,7 @@ type env struct {
 	url   string
 	ec2   *ec2.Client // default retries: the SDK retries net.ErrClosed (aws-sdk-go-v2#2737)
 	sqs   *sqs.Client
+	ssm   *ssm.Client
 	// ec2Once makes one attempt, for error paths the SDK would retry (throttling).
 	ec2Once *ec2.Client
 }
@@ -52,7 +54,7 @@ func newEnv(t testing.TB, mutate func(*Config)) *env {
 	t.Cleanup(cancel)
 	go emu.Run(ctx)
 	awsCfg := sdkConfig(srv.URL, 3)
-	return &env{emu: emu, clock: clock, url: srv.URL, ec2: ec2.NewFromConfig(awsCfg), sqs: sqs.NewFromConfig(awsCfg),
+	return &env{emu: emu, clock: clock, url: srv.URL, ec2: ec2.NewFromConfig(awsCfg), sqs: sqs.NewFromConfig(awsCfg), ssm: ssm.NewFromConfig(awsCfg),
 		ec2Once: ec2.NewFromConfig(sdkConfig(srv.URL, 1))}
 }
 

@@ -24,6 +24,7 @@ type world struct {
 	subnets         []subnet
 	groups          []securityGroup
 	images          []image
+	params          map[string]Parameter   // the public SSM parameters naming images
 	types           []catalog.InstanceType // complete types only, sorted by name
 	typeIndex       map[string]int
 }
@@ -48,6 +49,10 @@ type image struct {
 	ID, Name, Description, Owner, OwnerAlias, Arch, Family string
 	Created                                                time.Time
 	Tags                                                   []Tag
+	// Of the EKS-optimized images only: the Kubernetes minor version, the variant (standard,
+	// nvidia, neuron) and the release ("v20250319"; "1.32.0" for Bottlerocket), from which the
+	// public SSM parameters naming them are derived (ssm.go).
+	K8s, Variant, Release string
 }
 
 // stableID derives an AWS-style ID (prefix-<17 hex>) from a name, so static resources keep
@@ -102,6 +107,7 @@ func newWorld(cfg Config) *world {
 			Tags: []Tag{{Key: "Name", Value: cfg.ClusterName + "-node"}, discovery}},
 	}
 	w.images = eksImages(cfg)
+	w.params = publicParameters(w.images)
 	for _, t := range catalog.All() {
 		if t.Complete() {
 			w.typeIndex[t.Name] = len(w.types)
@@ -112,8 +118,10 @@ func newWorld(cfg Config) *world {
 }
 
 // eksImages returns the EKS-optimized images the emulator offers: AL2, AL2023 and
-// Bottlerocket, amd64 and arm64, Kubernetes 1.31 and 1.32, three dated releases each, plus one
-// self-owned custom image tagged for discovery.
+// Bottlerocket, amd64 and arm64, Kubernetes 1.31 and 1.32, three dated releases each, in the
+// variants AWS publishes (AL2023 standard, nvidia and — x86_64 only — neuron; AL2 standard and
+// the x86_64 GPU image; Bottlerocket standard and nvidia), plus one self-owned custom image
+// tagged for discovery.
 func eksImages(cfg Config) []image {
 	releases := []time.Time{
 		time.Date(2025, 1, 15, 0, 0, 0, 0, time.UTC),
@@ -121,29 +129,58 @@ func eksImages(cfg Config) []image {
 		time.Date(2025, 3, 19, 0, 0, 0, 0, time.UTC),
 	}
 	var out []image
-	add := func(name, desc, family, arch, owner string, created time.Time) {
-		out = append(out, image{
-			ID: stableID("ami", name), Name: name, Description: desc, Owner: owner, OwnerAlias: "amazon",
-			Arch: arch, Family: family, Created: created,
-		})
+	add := func(im image) {
+		im.ID, im.OwnerAlias = stableID("ami", im.Name), "amazon"
+		out = append(out, im)
 	}
 	for _, k8s := range []string{"1.31", "1.32"} {
 		for ri, rel := range releases {
-			date := rel.Format("20060102")
+			release := "v" + rel.Format("20060102")
 			for _, arch := range []string{"x86_64", "arm64"} {
-				al2 := "amazon-eks-node-" + k8s + "-v" + date
+				eks := image{Owner: ownerEKS, Arch: arch, Created: rel, K8s: k8s, Release: release, Variant: "standard"}
+
+				al2 := eks
+				al2.Family, al2.Description = "AL2", "EKS Kubernetes Worker AMI with AmazonLinux2 image"
+				al2.Name = "amazon-eks-node-" + k8s + "-" + release
 				if arch == "arm64" {
-					al2 = "amazon-eks-arm64-node-" + k8s + "-v" + date
+					al2.Name = "amazon-eks-arm64-node-" + k8s + "-" + release
 				}
-				add(al2, "EKS Kubernetes Worker AMI with AmazonLinux2 image", "AL2", arch, "602401143452", rel)
-				add(fmt.Sprintf("amazon-eks-node-al2023-%s-standard-%s-v%s", arch, k8s, date),
-					"EKS-optimized Kubernetes node based on Amazon Linux 2023", "AL2023", arch, "602401143452", rel)
+				add(al2)
+				if arch == "x86_64" {
+					// One AL2 GPU image serves NVIDIA and Neuron types alike.
+					gpu := al2
+					gpu.Name, gpu.Variant = "amazon-eks-gpu-node-"+k8s+"-"+release, "gpu"
+					gpu.Description = "EKS Kubernetes Worker AMI with AmazonLinux2 image, (k8s: " + k8s + ", containerd, GPU)"
+					add(gpu)
+				}
+
+				variants := []string{"standard", "nvidia"}
+				if arch == "x86_64" {
+					variants = append(variants, "neuron")
+				}
+				for _, v := range variants {
+					al2023 := eks
+					al2023.Family, al2023.Variant = "AL2023", v
+					al2023.Name = fmt.Sprintf("amazon-eks-node-al2023-%s-%s-%s-%s", arch, v, k8s, release)
+					al2023.Description = "EKS-optimized Kubernetes node based on Amazon Linux 2023, (k8s: " + k8s + ", variant: " + v + ")"
+					add(al2023)
+				}
+
 				brArch := arch
 				if arch == "arm64" {
 					brArch = "aarch64"
 				}
-				add(fmt.Sprintf("bottlerocket-aws-k8s-%s-%s-v1.3%d.0-%08x", k8s, brArch, ri, ri*0x1111111),
-					"bottlerocket-aws-k8s-"+k8s, "Bottlerocket", arch, "092701018921", rel)
+				for _, v := range []string{"standard", "nvidia"} {
+					br := eks
+					br.Family, br.Owner, br.Variant, br.Release = "Bottlerocket", ownerBottlerocket, v, fmt.Sprintf("1.3%d.0", ri)
+					flavor := "aws-k8s-" + k8s
+					if v == "nvidia" {
+						flavor += "-nvidia"
+					}
+					br.Name = fmt.Sprintf("bottlerocket-%s-%s-v%s-%08x", flavor, brArch, br.Release, ri*0x1111111)
+					br.Description = "bottlerocket-" + flavor
+					add(br)
+				}
 			}
 		}
 	}
@@ -155,6 +192,12 @@ func eksImages(cfg Config) []image {
 	})
 	return out
 }
+
+// Owners of the EKS-optimized images, as AWS publishes them.
+const (
+	ownerEKS          = "602401143452"
+	ownerBottlerocket = "092701018921"
+)
 
 func (w *world) subnetByID(id string) (subnet, bool) {
 	for _, s := range w.subnets {

@@ -128,6 +128,20 @@ var schemaCases = []schemaCase{
 	{"ec2nodeclass: neither role nor instanceProfile", ec2NodeClass, unset("spec.role"), "must specify exactly one of ['role', 'instanceProfile']"},
 	{"ec2nodeclass: AMIs by id without a family", ec2NodeClass, set("spec.amiSelectorTerms", `[{"id":"ami-0123"}]`), "must specify amiFamily if amiSelectorTerms does not contain an alias"},
 	{"ec2nodeclass: alias with another term", ec2NodeClass, set("spec.amiSelectorTerms", `[{"alias":"al2023@latest"},{"id":"ami-0123"}]`), "'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms"},
+	{"ec2nodeclass: AMI by SSM parameter", ec2NodeClass, func(m map[string]any) {
+		set("spec.amiSelectorTerms", `[{"ssmParameter":"/team/ami"},{"id":"ami-0123"}]`)(m)
+		set("spec.amiFamily", `"AL2023"`)(m)
+	}, ""},
+	{"ec2nodeclass: SSM parameter with tags", ec2NodeClass, func(m map[string]any) {
+		set("spec.amiSelectorTerms", `[{"ssmParameter":"/team/ami","tags":{"a":"b"}}]`)(m)
+		set("spec.amiFamily", `"AL2023"`)(m)
+	}, "'ssmParameter' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"},
+	{"ec2nodeclass: id with SSM parameter", ec2NodeClass, func(m map[string]any) {
+		set("spec.amiSelectorTerms", `[{"id":"ami-0123","ssmParameter":"/team/ami"}]`)(m)
+		set("spec.amiFamily", `"AL2023"`)(m)
+	}, "'id' is mutually exclusive"},
+	{"ec2nodeclass: alias with SSM parameter", ec2NodeClass, set("spec.amiSelectorTerms", `[{"alias":"al2023@latest","ssmParameter":"/team/ami"}]`),
+		"'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms"},
 	{"ec2nodeclass: unknown alias family", ec2NodeClass, set("spec.amiSelectorTerms", `[{"alias":"ubuntu@latest"}]`), "family is not supported"},
 	{"ec2nodeclass: empty subnet term", ec2NodeClass, set("spec.subnetSelectorTerms", `[{}]`), "expected at least one, got none, ['tags', 'id']"},
 	{"ec2nodeclass: no subnet terms", ec2NodeClass, set("spec.subnetSelectorTerms", `[]`), "should have at least 1 items"},

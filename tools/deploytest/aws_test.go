@@ -125,7 +125,7 @@ func TestIAMPolicies(t *testing.T) {
 		"ec2:DeleteLaunchTemplate", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeImages",
 		"ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory",
 		"ec2:CreateTags", "iam:PassRole", "iam:GetInstanceProfile", "iam:ListInstanceProfiles", "iam:CreateInstanceProfile",
-		"iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"})
+		"iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile", "ssm:GetParameter"})
 	require.NotContains(t, actions(launcher), "ec2:TerminateInstances", "the launcher launches; the terminator terminates")
 	require.ElementsMatch(t, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes",
 		"ec2:DescribeInstances", "ec2:TerminateInstances"}, actions(terminator))
@@ -152,6 +152,11 @@ func TestIAMPolicies(t *testing.T) {
 			if contains(s.Actions, "ec2:TerminateInstances") {
 				require.Equal(t, "owned", s.Condition["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/${ClusterName}"],
 					"%s terminates only instances tagged for this cluster", name)
+			}
+			if contains(s.Actions, "ssm:GetParameter") {
+				require.Equal(t, []string{"arn:${AWS::Partition}:ssm:${AWS::Region}::parameter/aws/service/*",
+					"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/${AMIParameterPath}"}, s.Resources,
+					"%s reads AWS's public AMI parameters and the account's under AMIParameterPath only", name)
 			}
 			if strings.HasPrefix(s.Actions[0], "sqs:") {
 				require.Equal(t, []string{"arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${ClusterName}"}, s.Resources, "its queue only")

@@ -67,6 +67,7 @@ func TestComposeIsValidAndComplete(t *testing.T) {
 		s := p.Services[name]
 		require.Equal(t, "service:awsemu", s.NetworkMode, name)
 		require.True(t, strings.HasPrefix(*s.Environment["AWS_ENDPOINT_URL_EC2"], "http://127.0.0.1:4566"), name)
+		require.True(t, strings.HasPrefix(*s.Environment["AWS_ENDPOINT_URL_SSM"], "http://127.0.0.1:4566"), name+": AMI aliases resolve through SSM")
 	}
 	require.Contains(t, p.Services["launcher"].Command, "--cluster-name")
 	require.Contains(t, p.Services["terminator"].Command, "--interruption-queue")

@@ -123,7 +123,7 @@ func (s *Stack) StartService(name string) *Service {
 		args = append(args, "--cluster-name", "demo-cluster", "--interval", "1s", "--sqs-wait", "2s",
 			"--gc-grace", "30s", "--gc-interval", "5s")
 	}
-	env := []string{"AWS_ENDPOINT_URL_EC2=" + s.EmuURL, "AWS_ENDPOINT_URL_SQS=" + s.EmuURL, "AWS_ENDPOINT_URL_IAM=" + s.EmuURL, "AWS_REGION=us-east-1",
+	env := []string{"AWS_ENDPOINT_URL_EC2=" + s.EmuURL, "AWS_ENDPOINT_URL_SQS=" + s.EmuURL, "AWS_ENDPOINT_URL_IAM=" + s.EmuURL, "AWS_ENDPOINT_URL_SSM=" + s.EmuURL, "AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x", "AWS_EC2_METADATA_DISABLED=true",
 		"POD_NAMESPACE=fleetwright", "POD_NAME=" + name + "-" + strconv.Itoa(len(s.services))}
 	svc := Start(s.t, name, Build(s.t, "./services/"+name), args, env)

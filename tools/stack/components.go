@@ -34,6 +34,7 @@ func awsEnv() []string {
 		"AWS_ENDPOINT_URL_EC2=http://" + awsemuAddr,
 		"AWS_ENDPOINT_URL_SQS=http://" + awsemuAddr,
 		"AWS_ENDPOINT_URL_IAM=http://" + awsemuAddr,
+		"AWS_ENDPOINT_URL_SSM=http://" + awsemuAddr,
 		"AWS_REGION=" + awsRegion,
 		"AWS_ACCESS_KEY_ID=fleetwright-local",
 		"AWS_SECRET_ACCESS_KEY=fleetwright-local",

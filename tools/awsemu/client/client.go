@@ -87,6 +87,11 @@ func (c *Client) InterruptWith(ctx context.Context, in awsemu.Interruption) erro
 	return c.do(ctx, http.MethodPost, "interrupt", req, nil)
 }
 
+// PutParameter creates or overwrites an SSM parameter of the emulated account.
+func (c *Client) PutParameter(ctx context.Context, name, value string) error {
+	return c.do(ctx, http.MethodPost, "parameters", awsemu.Parameter{Name: name, Value: value}, nil)
+}
+
 // Instances lists the emulator's instances in launch order.
 func (c *Client) Instances(ctx context.Context) ([]awsemu.InstanceInfo, error) {
 	var out []awsemu.InstanceInfo

@@ -56,10 +56,12 @@ type EC2NodeClassSpec struct {
 	// +optional
 	AssociatePublicIPAddress *bool `json:"associatePublicIPAddress,omitempty"`
 	// AMISelectorTerms find the AMIs instances are launched from: an alias of a family's
-	// published AMIs (al2023@latest), or AMIs by id, name, owner and tags.
-	// +kubebuilder:validation:XValidation:message="expected at least one, got none, ['tags', 'id', 'name', 'alias']",rule="self.all(x, has(x.tags) || has(x.id) || has(x.name) || has(x.alias))"
-	// +kubebuilder:validation:XValidation:message="'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",rule="!self.exists(x, has(x.id) && (has(x.alias) || has(x.tags) || has(x.name) || has(x.owner)))"
-	// +kubebuilder:validation:XValidation:message="'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",rule="!self.exists(x, has(x.alias) && (has(x.id) || has(x.tags) || has(x.name) || has(x.owner)))"
+	// published AMIs (al2023@latest), an SSM parameter holding an AMI id, or AMIs by id, name,
+	// owner and tags.
+	// +kubebuilder:validation:XValidation:message="expected at least one, got none, ['tags', 'id', 'name', 'alias', 'ssmParameter']",rule="self.all(x, has(x.tags) || has(x.id) || has(x.name) || has(x.alias) || has(x.ssmParameter))"
+	// +kubebuilder:validation:XValidation:message="'id' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",rule="!self.exists(x, has(x.id) && (has(x.alias) || has(x.tags) || has(x.name) || has(x.owner) || has(x.ssmParameter)))"
+	// +kubebuilder:validation:XValidation:message="'alias' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",rule="!self.exists(x, has(x.alias) && (has(x.id) || has(x.tags) || has(x.name) || has(x.owner) || has(x.ssmParameter)))"
+	// +kubebuilder:validation:XValidation:message="'ssmParameter' is mutually exclusive, cannot be set with a combination of other fields in amiSelectorTerms",rule="!self.exists(x, has(x.ssmParameter) && (has(x.id) || has(x.alias) || has(x.tags) || has(x.name) || has(x.owner)))"
 	// +kubebuilder:validation:XValidation:message="'alias' is mutually exclusive, cannot be set with a combination of other amiSelectorTerms",rule="!(self.exists(x, has(x.alias)) && self.size() != 1)"
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=30
@@ -140,7 +142,8 @@ type SecurityGroupSelectorTerm struct {
 	Name string `json:"name,omitempty"`
 }
 
-// AMISelectorTerm selects AMIs: by alias (family@version), by id, or by name, owner and tags.
+// AMISelectorTerm selects AMIs: by alias (family@version), by id, by the SSM parameter holding
+// an id, or by name, owner and tags.
 type AMISelectorTerm struct {
 	// Alias is family@version, e.g. al2023@latest or bottlerocket@v1.20.0.
 	// +kubebuilder:validation:XValidation:message="'alias' is improperly formatted, must match the format 'family@version'",rule="self.matches('^[a-zA-Z0-9]+@.+$')"
@@ -163,6 +166,9 @@ type AMISelectorTerm struct {
 	// Owner is an account id or alias (self, amazon); with Name or Tags.
 	// +optional
 	Owner string `json:"owner,omitempty"`
+	// SSMParameter is the name (or ARN) of an SSM parameter whose value is the AMI id.
+	// +optional
+	SSMParameter string `json:"ssmParameter,omitempty"`
 }
 
 // AliasFamily is the family part of an alias term ("al2023" of "al2023@latest").
