@@ -41,6 +41,9 @@ const (
 	AL2          Family = "AL2"
 	AL2023       Family = "AL2023"
 	Bottlerocket Family = "Bottlerocket"
+	// Custom is the class's user data as it is: the image bootstraps itself, and the launcher
+	// puts the claim's labels and taints on the Node when it registers.
+	Custom Family = "Custom"
 )
 
 // Taint is a node taint.
@@ -124,8 +127,10 @@ func Render(family Family, o Options) (string, error) {
 		return renderAL2023(o)
 	case Bottlerocket:
 		return renderBottlerocket(o)
+	case Custom:
+		return o.Custom, nil
 	default:
-		return "", fmt.Errorf("rendering user data: unsupported AMI family %q (want AL2, AL2023 or Bottlerocket)", family)
+		return "", fmt.Errorf("rendering user data: unsupported AMI family %q (want AL2, AL2023, Bottlerocket or Custom)", family)
 	}
 }
 

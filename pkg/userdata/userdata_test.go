@@ -259,3 +259,13 @@ func TestUnsupportedSettingsAreRefused(t *testing.T) {
 	_, err = Render(Bottlerocket, o)
 	assert.ErrorContains(t, err, "podsPerCore is not supported on Bottlerocket")
 }
+
+// The Custom family's user data is the class's, byte for byte: Fleetwright writes nothing into
+// an image that bootstraps itself.
+func TestCustomFamilyIsTheClassUserDataAsItIs(t *testing.T) {
+	o := opts()
+	o.Custom = "#!/bin/bash\n/opt/bootstrap --cluster demo\n"
+	got, err := Render(Custom, o)
+	require.NoError(t, err)
+	assert.Equal(t, o.Custom, got)
+}

@@ -92,6 +92,7 @@ func stateOf(nc *karpv1.NodeClaim) claimState {
 	for _, t := range nc.Spec.StartupTaints {
 		s.StartupTaints = append(s.StartupTaints, &commonv1.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
 	}
+	s.Taints = append(slices.Clone(nc.Spec.Taints), nc.Spec.StartupTaints...)
 	return s
 }
 
@@ -253,10 +254,10 @@ func (k *kubeNodes) List(context.Context) ([]nodeState, error) {
 	return out, nil
 }
 
-// Adopt labels and annotates the node, removes the taints and puts the termination finalizer on it (so a
+// Adopt labels and annotates the node, adds the taints it lacks, removes the taints and puts the termination finalizer on it (so a
 // node deleted by hand is drained and its instance terminated first), on the node as the API
 // server has it now (an update conflicts, and is retried, if the node changed in between).
-func (k *kubeNodes) Adopt(ctx context.Context, name string, labels, annotations map[string]string, removeTaints []string) error {
+func (k *kubeNodes) Adopt(ctx context.Context, name string, labels, annotations map[string]string, addTaints []corev1.Taint, removeTaints []string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := k.api.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -270,6 +271,11 @@ func (k *kubeNodes) Adopt(ctx context.Context, name string, labels, annotations 
 			n.Annotations = map[string]string{}
 		}
 		maps.Copy(n.Annotations, annotations)
+		for _, t := range addTaints {
+			if !slices.ContainsFunc(n.Spec.Taints, func(have corev1.Taint) bool { return have.MatchTaint(&t) }) {
+				n.Spec.Taints = append(n.Spec.Taints, t)
+			}
+		}
 		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return slices.Contains(removeTaints, t.Key) })
 		if n.DeletionTimestamp == nil && !slices.Contains(n.Finalizers, karpv1.TerminationFinalizer) {
 			n.Finalizers = append(n.Finalizers, karpv1.TerminationFinalizer)

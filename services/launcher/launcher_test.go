@@ -786,3 +786,39 @@ func (e *env) awsConfig() aws.Config {
 	require.NoError(e.t, err)
 	return cfg
 }
+
+// Under the Custom AMI family the class's user data is used as it is, and the claim's labels,
+// taints and startup taints reach the Node at registration all the same, as Karpenter syncs them.
+func TestCustomFamilyUserDataAsItIsAndTaintsSyncedAtRegistration(t *testing.T) {
+	e := start(t)
+	script := "#!/bin/bash\n/opt/bootstrap --cluster demo-cluster\n"
+	e.apply("apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: custom\nspec:\n  amiFamily: Custom\n" +
+		"  role: KarpenterNodeRole-demo-cluster\n  amiSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
+		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
+		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
+		"  userData: |\n    #!/bin/bash\n    /opt/bootstrap --cluster demo-cluster\n")
+	intent := e.claimOf("custom", "default-custom1", "m5.large")
+	e.publish(intent, intent.NodeClaimName)
+	var nc *karpv1.NodeClaim
+	require.Eventually(t, func() bool {
+		nc = e.nodeClaim("default-custom1")
+		return nc != nil && nc.IsTrue(karpv1.ConditionTypeRegistered)
+	}, 90*time.Second, 100*time.Millisecond, "the claim is launched and registered")
+
+	lts, err := e.emu.LaunchTemplates(e.ctx)
+	require.NoError(t, err)
+	var ud []string
+	for _, tag := range e.instancesFor("default-custom1")[0].Tags {
+		for _, lt := range lts {
+			if tag.Key == "aws:ec2launchtemplate:id" && lt.ID == tag.Value {
+				ud = append(ud, lt.UserData)
+			}
+		}
+	}
+	assert.Equal(t, []string{script}, ud, "the class's user data, nothing added")
+	var node corev1.Node
+	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: nc.Status.NodeName}, &node))
+	assert.Equal(t, "a", node.Labels["team"], "the claim's labels")
+	assert.Contains(t, node.Spec.Taints, corev1.Taint{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule},
+		"the claim's startup taint, though no user data asked the kubelet for it")
+}

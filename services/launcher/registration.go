@@ -31,8 +31,9 @@ type nodeState struct {
 // nodeStore reads and patches Nodes.
 type nodeStore interface {
 	List(ctx context.Context) ([]nodeState, error)
-	// Adopt labels and annotates the node for its claim, removes the given taints and finalizes it.
-	Adopt(ctx context.Context, name string, labels, annotations map[string]string, removeTaints []string) error
+	// Adopt labels and annotates the node for its claim, adds the taints it lacks, removes the
+	// given ones and finalizes it.
+	Adopt(ctx context.Context, name string, labels, annotations map[string]string, addTaints []corev1.Taint, removeTaints []string) error
 }
 
 // registrar links Nodes to NodeClaims and marks them initialized. A node that never registers is
@@ -81,10 +82,12 @@ func (r *registrar) reconcile(ctx context.Context) error {
 func (r *registrar) register(ctx context.Context, c claimState, n nodeState, log zerolog.Logger) error {
 	// The claim's labels: its pool (karpenter.sh/nodepool, or a v1alpha5 claim's
 	// karpenter.sh/provisioner-name), the pool's own labels and the offering's well-known ones;
-	// and its annotations, which include the pool template's.
+	// its annotations, which include the pool template's; and its taints and startup taints, as
+	// Karpenter syncs them (user data asked the kubelet for them already, except under the Custom
+	// AMI family, whose user data is the class's own).
 	labels := map[string]string{karpv1.NodeRegisteredLabelKey: "true"}
 	maps.Copy(labels, c.Labels)
-	if err := r.nodes.Adopt(ctx, n.Name, labels, c.Annotations, []string{unregisteredTaintKey}); err != nil {
+	if err := r.nodes.Adopt(ctx, n.Name, labels, c.Annotations, c.Taints, []string{unregisteredTaintKey}); err != nil {
 		return err
 	}
 	if err := r.claims.MarkRegistered(ctx, c.Name, n.Name); err != nil {
@@ -107,7 +110,7 @@ func (r *registrar) initialize(ctx context.Context, c claimState, n nodeState, l
 			return nil // not yet: looked at again on the next pass
 		}
 	}
-	if err := r.nodes.Adopt(ctx, n.Name, map[string]string{"karpenter.sh/initialized": "true"}, nil, nil); err != nil {
+	if err := r.nodes.Adopt(ctx, n.Name, map[string]string{"karpenter.sh/initialized": "true"}, nil, nil, nil); err != nil {
 		return err
 	}
 	if err := r.claims.MarkInitialized(ctx, c.Name); err != nil {
