@@ -158,6 +158,11 @@ var schemaCases = []schemaCase{
 		set("spec.amiFamily", `"Custom"`)(m)
 		set("spec.userData", `"#!/bin/bash\n/etc/eks/bootstrap.sh demo"`)(m)
 	}, ""},
+	{"ec2nodeclass: podsPerCore on AL2023", ec2NodeClass, set("spec.kubelet", `{"podsPerCore":4}`), ""},
+	{"ec2nodeclass: podsPerCore on Bottlerocket", ec2NodeClass, func(m map[string]any) {
+		set("spec.amiSelectorTerms", `[{"alias":"bottlerocket@latest"}]`)(m)
+		set("spec.kubelet", `{"podsPerCore":4}`)(m)
+	}, "kubelet.podsPerCore is not supported by the Bottlerocket AMI family"},
 	{"ec2nodeclass: Ubuntu family", ec2NodeClass, set("spec.amiFamily", `"Ubuntu"`), `Unsupported value: "Ubuntu"`},
 	{"ec2nodeclass: hop limit 65", ec2NodeClass, set("spec.metadataOptions", `{"httpPutResponseHopLimit":65}`), "should be less than or equal to 64"},
 	{"ec2nodeclass: two root volumes", ec2NodeClass, set("spec.blockDeviceMappings", `[{"deviceName":"/dev/xvda","rootVolume":true},{"deviceName":"/dev/xvdb","rootVolume":true}]`), "must have only one blockDeviceMappings with rootVolume"},

@@ -35,6 +35,7 @@ type EC2NodeClassList struct {
 // EC2NodeClassSpec is how to launch an instance.
 // +kubebuilder:validation:XValidation:message="must specify exactly one of ['role', 'instanceProfile']",rule="(has(self.role) && !has(self.instanceProfile)) || (!has(self.role) && has(self.instanceProfile))"
 // +kubebuilder:validation:XValidation:message="must specify amiFamily if amiSelectorTerms does not contain an alias",rule="self.amiSelectorTerms.exists(x, has(x.alias)) || has(self.amiFamily)"
+// +kubebuilder:validation:XValidation:message="kubelet.podsPerCore is not supported by the Bottlerocket AMI family (its settings have no pods-per-core); use maxPods",rule="!(has(self.kubelet) && has(self.kubelet.podsPerCore)) || !((has(self.amiFamily) && self.amiFamily == 'Bottlerocket') || self.amiSelectorTerms.exists(x, has(x.alias) && x.alias.startsWith('bottlerocket@')))"
 type EC2NodeClassSpec struct {
 	// SubnetSelectorTerms find the subnets instances may be launched in; a subnet matching any
 	// term is used.
