@@ -2,6 +2,7 @@ package clusterstate
 
 import (
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -27,6 +28,10 @@ type Pool struct {
 	BlockDeviceMappings []*ec2v1.BlockDeviceMapping
 	InstanceStorePolicy *string
 	AMIFamily           string
+	// Zones are those of the subnets the launcher resolved for the node class (its status), in
+	// which alone its nodes can launch; nil while unknown (not resolved yet, or an
+	// AWSNodeTemplate), when the launcher's subnet choice is the only limit.
+	Zones []string
 }
 
 // NodeSettings is what the pool's node class decides about its nodes' capacity, for
@@ -84,6 +89,7 @@ func (c *Cache) Pools() []Pool {
 				p.Kubelet = nc.Spec.Kubelet
 				p.BlockDeviceMappings, p.InstanceStorePolicy = nc.Spec.BlockDeviceMappings, nc.Spec.InstanceStorePolicy
 				p.AMIFamily = nc.ResolvedAMIFamily()
+				p.Zones = subnetZones(nc.Status.Subnets)
 			}
 		}
 		out = append(out, p)
@@ -157,4 +163,16 @@ func (c *Cache) NodeClass(kind, name string, opts translate.Options) (*ec2v1.EC2
 		}
 	}
 	return nil, fmt.Errorf("%w: no EC2NodeClass or AWSNodeTemplate named %q", ErrNoNodeClass, name)
+}
+
+// subnetZones are the distinct zones of resolved subnets, sorted.
+func subnetZones(subnets []ec2v1.Subnet) []string {
+	var zones []string
+	for _, s := range subnets {
+		if s.Zone != "" && !slices.Contains(zones, s.Zone) {
+			zones = append(zones, s.Zone)
+		}
+	}
+	slices.Sort(zones)
+	return zones
 }

@@ -226,3 +226,46 @@ func TestNodeClassBadKubeletSettingsAreRefused(t *testing.T) {
 	e.eventsSay(pods, reasonFailedScheduling, `kubelet kubeReserved["memory"]: "lots" is not a non-negative quantity`)
 	assert.Empty(t, e.nodeClaims())
 }
+
+// A node class whose subnets the launcher resolved to one zone offers its pool's capacity in
+// that zone only: nothing can launch where it has no subnet.
+func TestOfferingsOnlyWhereTheNodeClassHasSubnets(t *testing.T) {
+	e := newEnv(t, "sched-subnets")
+	e.apply("deploy/examples/v1/default.yaml")
+	res := e.dyn.Resource(clusterstate.NodeClasses)
+	u, err := res.Get(e.ctx, "default", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"id": "subnet-b", "zone": "us-east-1b"}}, "status", "subnets"))
+	_, err = res.UpdateStatus(e.ctx, u, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	// The example pool keeps to us-east-1a; this one may use any zone.
+	pools := e.dyn.Resource(clusterstate.NodePools)
+	np, err := pools.Get(e.ctx, "default", metav1.GetOptions{})
+	require.NoError(t, err)
+	reqs, _, _ := unstructured.NestedSlice(np.Object, "spec", "template", "spec", "requirements")
+	var anyZone []any
+	for _, r := range reqs {
+		if r.(map[string]any)["key"] != scheduling.LabelZone {
+			anyZone = append(anyZone, r)
+		}
+	}
+	require.NoError(t, unstructured.SetNestedSlice(np.Object, anyZone, "spec", "template", "spec", "requirements"))
+	_, err = pools.Update(e.ctx, np, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	e.start("subnets")
+	intents := e.intents()
+	pods := e.pendingPods("inflate", 2, "1")
+	e.publishBatch("subnets-1", pods)
+	intent, _, _ := e.nextIntent(intents)
+	claims := e.nodeClaims()
+	require.NotEmpty(t, claims)
+	for _, c := range claims {
+		assert.Equal(t, []string{"us-east-1b"}, requirementsOf(c)[scheduling.LabelZone])
+	}
+	for _, opt := range intent.GetInstanceTypes() {
+		for _, o := range opt.GetOfferings() {
+			assert.Equal(t, "us-east-1b", o.GetZone(), "%s offered in a zone without a subnet", opt.GetName())
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
 
 // read takes one view of everything a solve needs from the caches and the catalog.
@@ -35,6 +36,10 @@ func (s *scheduler) read() (view, error) {
 		}
 		core := corePool(p.NodePool)
 		core.Node = &ns
+		if len(p.Zones) > 0 {
+			// Offerings only where the node class has a subnet: nothing else can launch.
+			core.Requirements = append(core.Requirements, scheduling.Requirement{Key: scheduling.LabelZone, Operator: scheduling.OpIn, Values: p.Zones})
+		}
 		v.pools = append(v.pools, poolView{core: core, legacy: p.Legacy, uid: p.UID, spec: p.Spec.Template.Spec,
 			annotations: p.Spec.Template.ObjectMeta.Annotations, kubelet: kubeletConfig(p.Kubelet)})
 	}
