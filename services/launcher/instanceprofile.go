@@ -43,6 +43,9 @@ type instanceProfiles struct {
 	now     func() time.Time
 
 	mu   sync.Mutex
+	// making serialises ensure in this process: the workers and the status writer ask for a
+	// new class's profile at once. Replicas racing each other are settled by IAM's answers.
+	making sync.Mutex
 	seen map[string]seenProfile // by class name
 }
 
@@ -135,21 +138,24 @@ func (p *instanceProfiles) check(ctx context.Context, name string) error {
 // ensure makes the class's profile if IAM does not have it, tags it as this cluster's, and
 // makes role its one role.
 func (p *instanceProfiles) ensure(ctx context.Context, class nodeClassSpec, name, role string) error {
+	p.making.Lock()
+	defer p.making.Unlock()
 	tags := p.tags(class)
-	out, err := p.api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
-	var profile *iamtypes.InstanceProfile
-	switch {
-	case err == nil:
-		profile = out.InstanceProfile
-	case isNoSuchEntity(err):
-		created, err := p.api.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{
+	profile, err := p.get(ctx, name)
+	if isNoSuchEntity(err) {
+		created, cerr := p.api.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{
 			InstanceProfileName: aws.String(name), Path: aws.String(p.path()), Tags: iamTags(tags),
 		})
-		if err != nil {
-			return fmt.Errorf("creating instance profile %s: %w", name, err)
+		switch {
+		case cerr == nil:
+			profile, err = created.InstanceProfile, nil
+		case apiErrorCode(cerr) == "EntityAlreadyExists": // another replica made it just now
+			profile, err = p.get(ctx, name)
+		default:
+			return fmt.Errorf("creating instance profile %s: %w", name, cerr)
 		}
-		profile = created.InstanceProfile
-	default:
+	}
+	if err != nil {
 		return fmt.Errorf("getting instance profile %s: %w", name, err)
 	}
 	if missing := missingTags(profile.Tags, tags); len(missing) > 0 {
@@ -168,6 +174,12 @@ func (p *instanceProfiles) ensure(ctx context.Context, class nodeClassSpec, name
 		}
 	}
 	_, err = p.api.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String(name), RoleName: aws.String(role)})
+	if apiErrorCode(err) == "LimitExceeded" {
+		// Another replica added a role just now: fine if it is this one.
+		if again, gerr := p.get(ctx, name); gerr == nil && slices.ContainsFunc(again.Roles, func(r iamtypes.Role) bool { return aws.ToString(r.RoleName) == role }) {
+			return nil
+		}
+	}
 	if isNoSuchEntity(err) {
 		return fmt.Errorf("role %s %w (%s)", role, errNoSuchProfile, apiErrorText(err))
 	}
@@ -175,6 +187,14 @@ func (p *instanceProfiles) ensure(ctx context.Context, class nodeClassSpec, name
 		return fmt.Errorf("adding role %s to instance profile %s: %w", role, name, err)
 	}
 	return nil
+}
+
+func (p *instanceProfiles) get(ctx context.Context, name string) (*iamtypes.InstanceProfile, error) {
+	out, err := p.api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
+	if err != nil {
+		return nil, err
+	}
+	return out.InstanceProfile, nil
 }
 
 // collect deletes the profiles this launcher made for classes that no longer exist (classes

@@ -822,3 +822,33 @@ func TestCustomFamilyUserDataAsItIsAndTaintsSyncedAtRegistration(t *testing.T) {
 	assert.Contains(t, node.Spec.Taints, corev1.Taint{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule},
 		"the claim's startup taint, though no user data asked the kubelet for it")
 }
+
+// The launcher's workers and its status writer ask for a new class's instance profile at the
+// same moment: each gets it, none an EntityAlreadyExists or a second-role error to retry on.
+func TestInstanceProfileMadeOnceUnderConcurrentAsks(t *testing.T) {
+	e := start(t)
+	profiles := newInstanceProfiles(iam.NewFromConfig(e.awsConfig()), "demo-cluster", "us-east-1", time.Minute, time.Now)
+	class := nodeClassSpec{Name: "concurrent", Role: "KarpenterNodeRole-demo-cluster"}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			_, err := profiles.resolve(e.ctx, class)
+			errs <- err
+		}()
+	}
+	for range 8 {
+		assert.NoError(t, <-errs)
+	}
+	got, err := e.emu.InstanceProfiles(e.ctx)
+	require.NoError(t, err)
+	n := 0
+	for _, p := range got {
+		if p.Name == profiles.name("concurrent") {
+			n++
+			assert.Equal(t, "KarpenterNodeRole-demo-cluster", p.Role)
+		}
+	}
+	assert.Equal(t, 1, n)
+	require.Eventually(t, func() bool { c := e.classCondition("default", "Ready"); return c != nil && c.Status == metav1.ConditionTrue },
+		time.Minute, 100*time.Millisecond, "the launcher is up (its status writer ran) before the test stops it")
+}
