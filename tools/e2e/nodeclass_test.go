@@ -120,8 +120,9 @@ func TestEveryNodeClassFieldReachesTheInstance(t *testing.T) {
 
 	// role → an instance profile that exists and holds the role
 	var class ec2v1.EC2NodeClass
-	require.NoError(t, s.Client.Get(ctx, client.ObjectKey{Name: "everything"}, &class))
-	require.NotEmpty(t, class.Status.InstanceProfile)
+	require.Eventually(t, func() bool {
+		return s.Client.Get(ctx, client.ObjectKey{Name: "everything"}, &class) == nil && class.Status.InstanceProfile != "" && len(class.Status.AMIs) > 0
+	}, 30*time.Second, 100*time.Millisecond, "the class status names its instance profile and images")
 	assert.Equal(t, class.Status.InstanceProfile, lt.InstanceProfile)
 	assert.Equal(t, class.Status.InstanceProfile, inst.InstanceProfile)
 	profiles, err := s.Emu.InstanceProfiles(ctx)

@@ -4,7 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -104,7 +105,18 @@ func NewStack(t testing.TB, services []string) *Stack {
 	for _, name := range services {
 		s.StartService(name)
 	}
+	if slices.Contains(services, "scheduler") {
+		s.Leading()
+	}
 	return s
+}
+
+// Leading waits until the scheduler leads and has made its takeover (offered the pods already
+// waiting), so a test's pods arrive through pod-watcher's batches.
+func (s *Stack) Leading() {
+	s.t.Helper()
+	require.Eventually(s.t, func() bool { return strings.Contains(s.services["scheduler"].Log(), `"message":"leading; `) },
+		time.Minute, 50*time.Millisecond, "the scheduler leads")
 }
 
 // StartService starts (or restarts) a service and waits until its /readyz answers 200.
@@ -125,7 +137,9 @@ func (s *Stack) StartService(name string) *Service {
 	}
 	env := []string{"AWS_ENDPOINT_URL_EC2=" + s.EmuURL, "AWS_ENDPOINT_URL_SQS=" + s.EmuURL, "AWS_ENDPOINT_URL_IAM=" + s.EmuURL, "AWS_ENDPOINT_URL_SSM=" + s.EmuURL, "AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x", "AWS_EC2_METADATA_DISABLED=true",
-		"POD_NAMESPACE=fleetwright", "POD_NAME=" + name + "-" + strconv.Itoa(len(s.services))}
+		// A restarted service is its pod's container restarting: the same pod name, so a
+		// scheduler that comes back holds its Lease again at once.
+		"POD_NAMESPACE=fleetwright", "POD_NAME=" + name + "-0"}
 	svc := Start(s.t, name, Build(s.t, "./services/"+name), args, env)
 	s.services[name] = svc
 	s.waitHealthy(name, func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, "http://"+admin+"/readyz", "") })
