@@ -42,7 +42,7 @@ type claimState struct {
 	Created       time.Time
 	Labels        map[string]string // labels the claim asks its node to carry
 	Annotations   map[string]string // and annotations (the pool template's), as Karpenter syncs them
-	Taints        []corev1.Taint // the claim's taints and startup taints, put on its node at registration
+	Taints        []corev1.Taint    // the claim's taints and startup taints, put on its node at registration
 	StartupTaints []*commonv1.Taint
 }
 

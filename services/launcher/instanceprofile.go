@@ -42,11 +42,11 @@ type instanceProfiles struct {
 	ttl     time.Duration
 	now     func() time.Time
 
-	mu   sync.Mutex
+	mu sync.Mutex
 	// making serialises ensure in this process: the workers and the status writer ask for a
 	// new class's profile at once. Replicas racing each other are settled by IAM's answers.
 	making sync.Mutex
-	seen map[string]seenProfile // by class name
+	seen   map[string]seenProfile // by class name
 }
 
 // seenProfile is a profile found ready: for a role (or "" for a given profile), at a time.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
 	"net/http/httptest"
 	"os"
@@ -514,7 +515,10 @@ func (e *env) apply(manifest string) string {
 // instances, not the template, so launches never exhaust the account's template quota.
 func TestClaimsOfOneConfigurationShareALaunchTemplate(t *testing.T) {
 	e := start(t)
-	names := []string{"default-shared1", "default-shared2", "default-shared3"}
+	var names []string
+	for i := range 100 {
+		names = append(names, fmt.Sprintf("default-shared%d", i))
+	}
 	for _, name := range names {
 		intent := e.claim(name, "t4g.small")
 		e.publish(intent, intent.NodeClaimName)
@@ -530,7 +534,10 @@ func TestClaimsOfOneConfigurationShareALaunchTemplate(t *testing.T) {
 			}
 		}
 	}
-	assert.Len(t, templates, 1, "one template for three claims of one pool, class and AMI")
+	assert.Len(t, templates, 1, "one template for a hundred claims of one pool, class and AMI")
+	lts, err := e.emu.LaunchTemplates(e.ctx)
+	require.NoError(t, err)
+	assert.Len(t, lts, 1, "and the emulator holds no other")
 }
 
 // A node class that is deleted takes its launch templates with it; the templates of the classes
@@ -849,6 +856,9 @@ func TestInstanceProfileMadeOnceUnderConcurrentAsks(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, n)
-	require.Eventually(t, func() bool { c := e.classCondition("default", "Ready"); return c != nil && c.Status == metav1.ConditionTrue },
+	require.Eventually(t, func() bool {
+		c := e.classCondition("default", "Ready")
+		return c != nil && c.Status == metav1.ConditionTrue
+	},
 		time.Minute, 100*time.Millisecond, "the launcher is up (its status writer ran) before the test stops it")
 }
