@@ -130,7 +130,7 @@ func (s *solver) poolResources(p *pool) error {
 			continue
 		}
 		capacity := c.capacity(*t.t.Facts)
-		p.capacity[i], p.alloc[i] = s.ix.vec(capacity), s.ix.vec(c.allocatable(capacity))
+		p.capacity[i], p.alloc[i] = s.capacityVec(capacity), s.ix.vec(c.allocatable(capacity))
 	}
 	return nil
 }

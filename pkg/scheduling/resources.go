@@ -13,9 +13,12 @@ const (
 	ResourceMemory           = "memory"
 	ResourceEphemeralStorage = "ephemeral-storage"
 	ResourcePods             = "pods"
-	ResourceNvidiaGPU        = "nvidia.com/gpu"
-	ResourceAMDGPU           = "amd.com/gpu"
-	ResourceNeuron           = "aws.amazon.com/neuron"
+	// ResourceNodes is a pool's node count, which its limits may cap; no node has it as a
+	// resource.
+	ResourceNodes     = "nodes"
+	ResourceNvidiaGPU = "nvidia.com/gpu"
+	ResourceAMDGPU    = "amd.com/gpu"
+	ResourceNeuron    = "aws.amazon.com/neuron"
 )
 
 // ResourceList maps a resource name to a quantity in the units above (cpu in millicores,

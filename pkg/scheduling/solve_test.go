@@ -314,6 +314,12 @@ func TestConstraintKinds(t *testing.T) {
 					t.Fatalf("claims %d relaxations %+v", len(plan.NodeClaims), plan.Relaxations)
 				}
 			}},
+		{"pool limit caps the node count", Input{NodePools: []NodePool{{Name: "default", Limits: ResourceList{ResourceNodes: 2}}}, Pods: antiPods(5)},
+			func(t *testing.T, plan Plan) {
+				if len(plan.NodeClaims) != 2 || len(plan.Unschedulable) != 3 || !strings.Contains(plan.Unschedulable[0].Reason, "nodes limit") {
+					t.Fatalf("5 pods that need a node each under a limit of 2 nodes: claims %d, unschedulable %+v", len(plan.NodeClaims), plan.Unschedulable)
+				}
+			}},
 		{"pool limit caps claims", Input{NodePools: []NodePool{{Name: "default", Limits: ResourceList{ResourceCPU: 8000}}},
 			Pods: []Pod{pod("a"), pod("b"), pod("c"), pod("d"), pod("e"), pod("f"), pod("g"), pod("h"), pod("i")}},
 			func(t *testing.T, plan Plan) {

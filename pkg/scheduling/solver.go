@@ -173,7 +173,7 @@ func (s *solver) compileTypes() error {
 			it.prices[bit] = min(it.prices[bit], o.PriceUSDPerHour)
 			it.minPrice = min(it.minPrice, o.PriceUSDPerHour)
 		}
-		it.capacity = s.ix.vec(t.Capacity)
+		it.capacity = s.capacityVec(t.Capacity)
 		it.alloc = s.ix.vec(t.Allocatable())
 		s.types = append(s.types, it)
 	}
@@ -258,7 +258,7 @@ func (s *solver) compileNodes() {
 			if c == nil {
 				c = n.Allocatable
 			}
-			p.committed.add(s.ix.vec(c))
+			p.committed.add(s.capacityVec(c))
 			if n.InFlight {
 				t.used.add(p.daemon)
 			}
@@ -266,6 +266,16 @@ func (s *solver) compileNodes() {
 		s.nodes = append(s.nodes, t)
 		s.targets = append(s.targets, t)
 	}
+}
+
+// capacityVec is a node's capacity as charged against its pool's limits: its resources, and
+// one of the pseudo-resource "nodes" (a pool's limits may cap its node count, as Karpenter's do).
+func (s *solver) capacityVec(rl ResourceList) vec {
+	v := s.ix.vec(rl)
+	if slot, ok := s.ix.slot[ResourceNodes]; ok {
+		v[slot] = 1
+	}
+	return v
 }
 
 func (s *solver) poolNamed(name string) *pool {
