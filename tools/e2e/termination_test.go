@@ -433,13 +433,16 @@ func TestTerminatorCrashMidDrain(t *testing.T) {
 		return n != nil && disrupted(n) && podsByNode(t, s, "app=web")[node] < before
 	}, time.Minute, 50*time.Millisecond, "the drain has begun")
 	require.Greater(t, podsByNode(t, s, "app=web")[node], 0, "and is not over")
-	s.Service("terminator").Kill()
-	t.Logf("killed the terminator with %d of %d web pods still on the node", podsByNode(t, s, "app=web")[node], before)
-	s.StartService("terminator")
+	t.Logf("killing the terminator with %d of %d web pods still on the node", podsByNode(t, s, "app=web")[node], before)
+	killed := restart(t, s, "terminator")
 
 	gone(t, s, node, id, claim.Name, 3*time.Minute)
 	podsRunning(t, s, "app=web", 4, 2*time.Minute)
 	noLeftovers(t, s)
+	// The drain went on: the next eviction's replacement pod was made after the kill.
+	resumed := firstCreatedAfter(t, s, "app=web", killed.Truncate(time.Second))
+	require.False(t, resumed.IsZero(), "a pod evicted after the kill was replaced")
+	resumedWithin(t, "terminator", killed.Truncate(time.Second), resumed)
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
