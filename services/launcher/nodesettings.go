@@ -17,26 +17,13 @@ import (
 // user data passes on, the volumes on the launch template, the instance-store policy, and so
 // the capacity the node registers (scheduling.NodeResources, as the scheduler planned it).
 
-// classKubelet converts an EC2NodeClass's spec.kubelet for the user data.
+// classKubelet converts an EC2NodeClass's spec.kubelet for the user data, through the wire
+// form the LaunchIntent carries (one conversion for both).
 func classKubelet(k *ec2v1.KubeletConfiguration) userdata.Kubelet {
 	if k == nil {
 		return userdata.Kubelet{}
 	}
-	out := userdata.Kubelet{
-		MaxPods: k.MaxPods, PodsPerCore: k.PodsPerCore,
-		SystemReserved: k.SystemReserved, KubeReserved: k.KubeReserved,
-		EvictionHard: k.EvictionHard, EvictionSoft: k.EvictionSoft,
-		EvictionMaxPodGracePeriod:   k.EvictionMaxPodGracePeriod,
-		ImageGCHighThresholdPercent: k.ImageGCHighThresholdPercent, ImageGCLowThresholdPercent: k.ImageGCLowThresholdPercent,
-		CPUCFSQuota: k.CPUCFSQuota, ClusterDNS: k.ClusterDNS,
-	}
-	if len(k.EvictionSoftGracePeriod) > 0 {
-		out.EvictionSoftGracePeriod = map[string]string{}
-		for n, d := range k.EvictionSoftGracePeriod {
-			out.EvictionSoftGracePeriod[n] = d.Duration.String()
-		}
-	}
-	return out
+	return intentKubelet(clusterstate.KubeletConfig(k))
 }
 
 // intentKubelet converts the LaunchIntent's kubelet settings (the pool's, as the scheduler

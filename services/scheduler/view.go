@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
 
@@ -41,7 +42,7 @@ func (s *scheduler) read() (view, error) {
 			core.Requirements = append(core.Requirements, scheduling.Requirement{Key: scheduling.LabelZone, Operator: scheduling.OpIn, Values: p.Zones})
 		}
 		v.pools = append(v.pools, poolView{core: core, legacy: p.Legacy, uid: p.UID, spec: p.Spec.Template.Spec,
-			annotations: p.Spec.Template.ObjectMeta.Annotations, kubelet: kubeletConfig(p.Kubelet)})
+			annotations: p.Spec.Template.ObjectMeta.Annotations, kubelet: clusterstate.KubeletConfig(p.Kubelet)})
 	}
 	sortPools(v.pools)
 	for _, nc := range s.cluster.Claims() {

@@ -371,28 +371,31 @@ func (e *Emulator) profileLocked(f url.Values) (*instanceProfile, error) {
 	return p, nil
 }
 
-func (e *Emulator) getInstanceProfile(f url.Values) (any, error) {
+// withProfile runs fn, under the lock, on the instance profile the request names.
+func (e *Emulator) withProfile(f url.Values, fn func(p *instanceProfile) (any, error)) (any, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p, err := e.profileLocked(f)
 	if err != nil {
 		return nil, err
 	}
-	return &profileResult{InstanceProfile: e.profileXMLLocked(p, true)}, nil
+	return fn(p)
+}
+
+func (e *Emulator) getInstanceProfile(f url.Values) (any, error) {
+	return e.withProfile(f, func(p *instanceProfile) (any, error) {
+		return &profileResult{InstanceProfile: e.profileXMLLocked(p, true)}, nil
+	})
 }
 
 func (e *Emulator) deleteInstanceProfile(f url.Values) (any, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p, err := e.profileLocked(f)
-	if err != nil {
-		return nil, err
-	}
-	if p.Role != "" {
-		return nil, &apiError{Status: 409, Code: "DeleteConflict", Message: "Cannot delete entity, must remove roles from instance profile first."}
-	}
-	delete(e.profiles, p.Name)
-	return nil, nil
+	return e.withProfile(f, func(p *instanceProfile) (any, error) {
+		if p.Role != "" {
+			return nil, &apiError{Status: 409, Code: "DeleteConflict", Message: "Cannot delete entity, must remove roles from instance profile first."}
+		}
+		delete(e.profiles, p.Name)
+		return nil, nil
+	})
 }
 
 func (e *Emulator) addRoleToInstanceProfile(f url.Values) (any, error) {
@@ -400,20 +403,16 @@ func (e *Emulator) addRoleToInstanceProfile(f url.Values) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p, err := e.profileLocked(f)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := e.roles[role]; !ok {
-		return nil, errNoSuchEntity("The role with name %s cannot be found.", role)
-	}
-	if p.Role != "" {
-		return nil, &apiError{Status: 409, Code: "LimitExceeded", Message: "Cannot exceed quota for InstanceSessionsPerInstanceProfile: 1"}
-	}
-	p.Role = role
-	return nil, nil
+	return e.withProfile(f, func(p *instanceProfile) (any, error) {
+		if _, ok := e.roles[role]; !ok {
+			return nil, errNoSuchEntity("The role with name %s cannot be found.", role)
+		}
+		if p.Role != "" {
+			return nil, &apiError{Status: 409, Code: "LimitExceeded", Message: "Cannot exceed quota for InstanceSessionsPerInstanceProfile: 1"}
+		}
+		p.Role = role
+		return nil, nil
+	})
 }
 
 func (e *Emulator) removeRoleFromInstanceProfile(f url.Values) (any, error) {
@@ -421,17 +420,13 @@ func (e *Emulator) removeRoleFromInstanceProfile(f url.Values) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p, err := e.profileLocked(f)
-	if err != nil {
-		return nil, err
-	}
-	if p.Role != role {
-		return nil, errNoSuchEntity("The role with name %s cannot be found in instance profile %s.", role, p.Name)
-	}
-	p.Role = ""
-	return nil, nil
+	return e.withProfile(f, func(p *instanceProfile) (any, error) {
+		if p.Role != role {
+			return nil, errNoSuchEntity("The role with name %s cannot be found in instance profile %s.", role, p.Name)
+		}
+		p.Role = ""
+		return nil, nil
+	})
 }
 
 func (e *Emulator) tagInstanceProfile(f url.Values) (any, error) {
@@ -442,18 +437,14 @@ func (e *Emulator) tagInstanceProfile(f url.Values) (any, error) {
 	if len(tags) == 0 {
 		return nil, errIAMValidation("1 validation error detected: Value null at 'tags' failed to satisfy constraint: Member must not be null")
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	p, err := e.profileLocked(f)
-	if err != nil {
-		return nil, err
-	}
-	merged := setTags(slices.Clone(p.Tags), tags)
-	if len(merged) > 50 {
-		return nil, &apiError{Status: 409, Code: "LimitExceeded", Message: "The number of tags has reached the maximum limit of 50."}
-	}
-	p.Tags = merged
-	return nil, nil
+	return e.withProfile(f, func(p *instanceProfile) (any, error) {
+		merged := setTags(slices.Clone(p.Tags), tags)
+		if len(merged) > 50 {
+			return nil, &apiError{Status: 409, Code: "LimitExceeded", Message: "The number of tags has reached the maximum limit of 50."}
+		}
+		p.Tags = merged
+		return nil, nil
+	})
 }
 
 type listProfilesResult struct {

@@ -1,12 +1,13 @@
-package main
+package clusterstate
 
 import (
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 )
 
-// kubeletConfig converts a node class's kubelet settings for the LaunchIntent; nil for none.
-func kubeletConfig(k *ec2v1.KubeletConfiguration) *launchv1.KubeletConfig {
+// KubeletConfig converts a node class's kubelet settings to their wire form: the LaunchIntent
+// carries them (the scheduler planned with them) and the launcher renders them; nil for none.
+func KubeletConfig(k *ec2v1.KubeletConfiguration) *launchv1.KubeletConfig {
 	if k == nil {
 		return nil
 	}
