@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/http/httptest"
@@ -94,7 +95,14 @@ func start(t *testing.T, extra ...string) *env {
 			"--cluster-name", "demo-cluster", "--unavailable-ttl", "3m"}
 		done <- run(lctx, append(args, extra...))
 	}()
-	t.Cleanup(func() { stop(); assert.NoError(t, <-done) })
+	t.Cleanup(func() {
+		stop()
+		// A stop before the caches synced ends run with context.Canceled, which service.Main
+		// takes for a clean stop too.
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			assert.NoError(t, err)
+		}
+	})
 
 	scheme := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
@@ -856,9 +864,4 @@ func TestInstanceProfileMadeOnceUnderConcurrentAsks(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, n)
-	require.Eventually(t, func() bool {
-		c := e.classCondition("default", "Ready")
-		return c != nil && c.Status == metav1.ConditionTrue
-	},
-		time.Minute, 100*time.Millisecond, "the launcher is up (its status writer ran) before the test stops it")
 }
