@@ -17,7 +17,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		terminated: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_nodes_terminated_total",
 			Help: "Nodes whose instance was terminated and whose Node and NodeClaim were deleted, by reason and pool."}, []string{"reason", "nodepool"}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_intents_finished_total",
-			Help: "Termination intents carried out, by reason and outcome (terminated, already_gone, abandoned)."}, []string{"reason", "outcome"}),
+			Help: "Termination intents carried out, by reason and outcome (terminated, already_gone, abandoned; superseded: a resumed intent another intent was already carrying out)."}, []string{"reason", "outcome"}),
 		drain: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fleetwright_terminator_drain_seconds",
 			Help: "Time from cordon until the node held no evictable pods, by reason.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 12)}, []string{"reason"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_evictions_total",
