@@ -21,7 +21,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		drain: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fleetwright_terminator_drain_seconds",
 			Help: "Time from cordon until the node held no evictable pods, by reason.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 12)}, []string{"reason"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_evictions_total",
-			Help: "Eviction API calls by outcome: evicted, retried (429, a PodDisruptionBudget said no), error, forced (deleted after the grace period)."}, []string{"outcome"}),
+			Help: "Eviction API calls by outcome: evicted, retried (429, a PodDisruptionBudget said no), error (any other refusal, retried with backoff), forced (deleted after the grace period)."}, []string{"outcome"}),
 		interruptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_interruption_messages_total",
 			Help: "SQS interruption messages by kind (spot_interruption, rebalance_recommendation, scheduled_change, state_change, unknown)."}, []string{"kind"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_decisions_total",
