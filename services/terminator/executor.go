@@ -149,8 +149,10 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 			return res, err
 		}
 		if !done {
-			tell(e.events, node.Name, in.GetNodeClaimName(), claimUID(claim), corev1.EventTypeWarning, reasonFailedDraining,
-				fmt.Sprintf("Failed to drain node, %d pods are waiting to be evicted", res.Waiting))
+			if res.Waiting > 0 { // else only volumes are still detaching
+				tell(e.events, node.Name, in.GetNodeClaimName(), claimUID(claim), corev1.EventTypeWarning, reasonFailedDraining,
+					fmt.Sprintf("Failed to drain node, %d pods are waiting to be evicted", res.Waiting))
+			}
 			return res, errStillDraining
 		}
 		res.Drain = e.now().Sub(started)
