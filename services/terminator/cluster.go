@@ -26,6 +26,9 @@ const (
 	// intentAnnotation names the intent carrying out a NodeClaim's termination, so the
 	// sweeper does not start a second one for a deletion the executor made.
 	intentAnnotation = "fleetwright.io/termination-intent"
+	// progressAnnotation is when the executor last worked on a deleting NodeClaim's
+	// termination (RFC 3339); the decider publishes it again once this is stale.
+	progressAnnotation = "fleetwright.io/termination-progress"
 )
 
 // claimRef is what the terminator needs to know of a NodeClaim to terminate it.

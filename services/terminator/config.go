@@ -21,6 +21,7 @@ type config struct {
 	RegistrationTTL   time.Duration
 	GCInterval        time.Duration
 	GCGrace           time.Duration
+	ResumeAfter       time.Duration
 }
 
 func parseConfig(args []string) (config, error) {
@@ -42,6 +43,8 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.GCInterval, "gc-interval", service.EnvDuration("GC_INTERVAL", time.Minute), "how often to look for instances no NodeClaim owns (env GC_INTERVAL)")
 	fs.DurationVar(&c.GCGrace, "gc-grace", service.EnvDuration("GC_GRACE", 2*time.Minute),
 		"an instance younger than this is never garbage-collected: its claim may be about to record it (env GC_GRACE)")
+	fs.DurationVar(&c.ResumeAfter, "resume-after", service.EnvDuration("RESUME_AFTER", 5*time.Minute),
+		"a deleting NodeClaim whose termination shows no progress this long (its intent aged out of the stream, was dead-lettered or purged) is published again (env RESUME_AFTER)")
 	fs.DurationVar(&c.SQSWait, "sqs-wait", service.EnvDuration("SQS_WAIT", 20*time.Second), "SQS long-poll wait, at most 20s (env SQS_WAIT)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -64,6 +67,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.DrainSlice < 10*time.Second {
 		errs = append(errs, errors.New("--drain-slice must be at least 10s"))
+	}
+	if c.ResumeAfter < time.Second {
+		errs = append(errs, errors.New("--resume-after must be at least 1s"))
 	}
 	if c.SQSWait < 0 || c.SQSWait > 20*time.Second {
 		errs = append(errs, errors.New("--sqs-wait must be between 0 and 20s"))

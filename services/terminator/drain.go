@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,32 +19,55 @@ import (
 // drainStats counts one delivery's eviction calls.
 type drainStats struct {
 	Evicted int32 // accepted by the Eviction API
-	Retries int32 // refused with 429 (a PodDisruptionBudget) and retried
+	Retries int32 // refused (429 from a PodDisruptionBudget, or any other error) and retried
 	Waiting int   // pods still to go when a delivery's budget ran out
 }
 
-// Eviction retry pacing: a refused eviction is tried again after minBackoff, doubling up to
-// maxBackoff while the budget keeps refusing.
+// Eviction retry pacing: a refused eviction (429, or any other error: a 500 for a pod under
+// two budgets, a webhook's denial) is tried again after minBackoff, doubling up to maxBackoff
+// while it keeps being refused.
 const (
 	minBackoff = 250 * time.Millisecond
 	maxBackoff = 5 * time.Second
 )
 
 // drain evicts the node's pods through the Eviction API, so PodDisruptionBudgets hold, until
-// none but DaemonSet and mirror pods are left (true), or until budget passes (false). After
-// deadline (if set) remaining pods are deleted without eviction.
-func (e *executor) drain(ctx context.Context, node string, deadline, budget time.Time, st *drainStats, log zerolog.Logger) (bool, error) {
+// none but DaemonSet and mirror pods are left and no VolumeAttachment names the node any more
+// (true), or until budget passes (false). After deadline (if set) remaining pods are deleted
+// without eviction and attachments are no longer waited for. A pod past its deletionTimestamp
+// (its grace period is over: the kubelet that should have removed it is gone) no longer
+// holds the drain, as with Karpenter. beat, if set, is called on every round.
+func (e *executor) drain(ctx context.Context, node string, deadline, budget time.Time, st *drainStats, log zerolog.Logger, beat func()) (bool, error) {
 	backoff := minBackoff
 	for {
+		if beat != nil {
+			beat()
+		}
 		pods, err := e.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
 			return false, fmt.Errorf("listing pods on %s: %w", node, err)
 		}
-		left := evictable(pods.Items)
+		now := e.now()
+		force := !deadline.IsZero() && !now.Before(deadline)
+		left := evictable(pods.Items, now)
 		if len(left) == 0 {
-			return true, nil
+			if force {
+				return true, nil
+			}
+			vas, err := e.attachments(ctx, node)
+			if err != nil || len(vas) == 0 {
+				return err == nil, err
+			}
+			if now.After(budget) {
+				log.Info().Str("node", node).Strs("volume_attachments", vas).Msg("node drained; waiting for its volumes to detach")
+				return false, nil
+			}
+			e.pause(ctx, minBackoff)
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			continue
 		}
-		force := !deadline.IsZero() && !e.now().Before(deadline)
 		refused := false
 		for i := range left {
 			p := &left[i]
@@ -53,7 +77,7 @@ func (e *executor) drain(ctx context.Context, node string, deadline, budget time
 			case p.DeletionTimestamp != nil:
 				// evicted already; waiting for it to go
 			default:
-				refused = e.evict(ctx, p, st, log) || refused
+				refused = e.evict(ctx, node, p, st, log) || refused
 			}
 		}
 		if e.now().After(budget) {
@@ -68,18 +92,51 @@ func (e *executor) drain(ctx context.Context, node string, deadline, budget time
 		} else {
 			backoff = minBackoff
 		}
-		clock.Sleep(ctx, wait)
+		e.pause(ctx, wait)
 		if ctx.Err() != nil {
 			return false, nil
 		}
 	}
 }
 
-// evictable are the pods a drain must move: not DaemonSet or mirror pods, not finished.
-func evictable(pods []corev1.Pod) []corev1.Pod {
+// pause waits between drain rounds.
+func (e *executor) pause(ctx context.Context, d time.Duration) {
+	if e.sleep != nil {
+		e.sleep(ctx, d)
+		return
+	}
+	clock.Sleep(ctx, d)
+}
+
+// attachments names the VolumeAttachments that still bind a volume to the node: terminating
+// the instance before they are gone would leave EBS volumes attached to a dead instance until
+// AWS notices (Karpenter waits for them too).
+func (e *executor) attachments(ctx context.Context, node string) ([]string, error) {
+	vas, err := e.cs.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing volume attachments of %s: %w", node, err)
+	}
+	var out []string
+	for _, va := range vas.Items {
+		if va.Spec.NodeName == node {
+			out = append(out, va.Name)
+		}
+	}
+	return out, nil
+}
+
+// evictable are the pods a drain must move: not DaemonSet or mirror pods, not finished, and
+// not terminating past their deletionTimestamp. The API server sets deletionTimestamp to the
+// deletion request plus the grace period, so a pod still there after it is one no kubelet is
+// removing (the node is gone, or a finalizer holds the object): waiting for it would keep
+// the drain going forever.
+func evictable(pods []corev1.Pod, now time.Time) []corev1.Pod {
 	var out []corev1.Pod
 	for _, p := range pods {
 		if podproj.StaysWithNode(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if p.DeletionTimestamp != nil && now.After(p.DeletionTimestamp.Time) {
 			continue
 		}
 		out = append(out, p)
@@ -87,8 +144,10 @@ func evictable(pods []corev1.Pod) []corev1.Pod {
 	return out
 }
 
-// evict asks the Eviction API to evict one pod; it reports whether a budget refused.
-func (e *executor) evict(ctx context.Context, p *corev1.Pod, st *drainStats, log zerolog.Logger) bool {
+// evict asks the Eviction API to evict one pod; it reports whether the eviction was refused
+// and is to be retried with backoff: a 429 (a PodDisruptionBudget said no) or any other error
+// (a 500 for a pod under two budgets, a webhook's denial, an API server in trouble).
+func (e *executor) evict(ctx context.Context, node string, p *corev1.Pod, st *drainStats, log zerolog.Logger) bool {
 	uid := p.UID
 	err := e.cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
@@ -99,6 +158,7 @@ func (e *executor) evict(ctx context.Context, p *corev1.Pod, st *drainStats, log
 		st.Evicted++
 		e.metrics.evictions.WithLabelValues("evicted").Inc()
 		log.Info().Str("pod", p.Namespace+"/"+p.Name).Msg("evicted pod")
+		return false
 	case apierrors.IsTooManyRequests(err):
 		st.Retries++
 		e.metrics.evictions.WithLabelValues("retried").Inc()
@@ -106,11 +166,24 @@ func (e *executor) evict(ctx context.Context, p *corev1.Pod, st *drainStats, log
 		return true
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		// gone, or replaced by a pod of the same name: the next listing tells
+		return false
 	default:
+		st.Retries++
 		e.metrics.evictions.WithLabelValues("error").Inc()
-		log.Warn().Err(err).Str("pod", p.Namespace+"/"+p.Name).Msg("evicting pod")
+		log.Warn().Err(err).Str("node", node).Str("pod", p.Namespace+"/"+p.Name).Int32("code", statusCode(err)).
+			Str("status_reason", string(apierrors.ReasonForError(err))).Int32("retries", st.Retries).
+			Msg("eviction failed; retrying with backoff")
+		return true
 	}
-	return false
+}
+
+// statusCode is the HTTP status of an API error, 0 if it carries none.
+func statusCode(err error) int32 {
+	var s apierrors.APIStatus
+	if errors.As(err, &s) {
+		return s.Status().Code
+	}
+	return 0
 }
 
 // forceDelete deletes a pod at once: the node's termination grace period has run out.

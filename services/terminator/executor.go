@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -44,6 +45,10 @@ type executor struct {
 	metrics *metrics
 	now     func() time.Time
 	events  record.EventRecorder
+	// resumeAfter is how long a deleting NodeClaim's termination may show no progress before
+	// the decider publishes it again; the executor records progress well within it.
+	resumeAfter time.Duration
+	sleep       func(context.Context, time.Duration) // between drain rounds; nil: clock.Sleep
 }
 
 // result is what one execution came to.
@@ -128,19 +133,26 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 		}
 	}
 
+	if e.superseded(claim, in) {
+		return res, errSuperseded
+	}
+	beat := e.progress(ctx, claim, in, log)
+	beat()
 	if node != nil {
 		deadline, started := e.deadline(claim, in)
 		dctx, span := tracer.Start(ctx, "terminator.drain", trace.WithAttributes(attribute.String("fleetwright.node", node.Name),
 			attribute.String("fleetwright.reason", reasonName(in.GetReason()))))
-		done, err := e.drain(dctx, node.Name, deadline, budget, &res.drainStats, log)
+		done, err := e.drain(dctx, node.Name, deadline, budget, &res.drainStats, log, beat)
 		span.SetAttributes(attribute.Bool("fleetwright.drained", done))
 		endSpan(span, err)
 		if err != nil {
 			return res, err
 		}
 		if !done {
-			tell(e.events, node.Name, in.GetNodeClaimName(), claimUID(claim), corev1.EventTypeWarning, reasonFailedDraining,
-				fmt.Sprintf("Failed to drain node, %d pods are waiting to be evicted", res.Waiting))
+			if res.Waiting > 0 { // else only volumes are still detaching
+				tell(e.events, node.Name, in.GetNodeClaimName(), claimUID(claim), corev1.EventTypeWarning, reasonFailedDraining,
+					fmt.Sprintf("Failed to drain node, %d pods are waiting to be evicted", res.Waiting))
+			}
 			return res, errStillDraining
 		}
 		res.Drain = e.now().Sub(started)
@@ -309,6 +321,57 @@ func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *term
 	tell(e.events, claim.Status.NodeName, claim.Name, string(claim.UID), corev1.EventTypeNormal, reasonDisruptionTerminating,
 		"Disrupting node: "+reasonName(in.GetReason())+": "+in.GetWhy())
 	return nil
+}
+
+// progress returns a function that records on a deleting NodeClaim, at most every third of
+// resumeAfter, that its termination is being worked on (progressAnnotation), and by which
+// intent (intentAnnotation). The decider
+// publishes the termination of a deleting claim again when this goes stale: the intent
+// carrying it out is gone (aged out of the stream, dead-lettered, purged) or stuck.
+func (e *executor) progress(ctx context.Context, claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent, log zerolog.Logger) func() {
+	if claim == nil || claim.DeletionTimestamp == nil || e.resumeAfter <= 0 {
+		return func() {}
+	}
+	var last time.Time
+	if t, err := time.Parse(time.RFC3339, claim.Annotations[progressAnnotation]); err == nil {
+		last = t
+	}
+	return func() {
+		now := e.now()
+		if now.Sub(last) < e.resumeAfter/3 {
+			return
+		}
+		last = now
+		_, err := e.k.claims.modify(ctx, claim.Name, func(nc *unstructured.Unstructured) bool {
+			a := nc.GetAnnotations()
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[progressAnnotation] = now.UTC().Format(time.RFC3339)
+			a[intentAnnotation] = in.GetIntentId()
+			nc.SetAnnotations(a)
+			return true
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			log.Warn().Err(err).Str("nodeclaim", claim.Name).Msg("recording termination progress")
+		}
+	}
+}
+
+// errSuperseded ends, without a result, a resumed intent that finds another one working on
+// its NodeClaim: the decider publishes it again should that one stop.
+var errSuperseded = errors.New("another intent is carrying out this termination")
+
+// superseded reports a resumed intent (see kube.deleting) arriving while another intent
+// records progress on the claim: the resume was a false alarm (the other was only slow to be
+// delivered), and going on would drain the node twice over.
+func (e *executor) superseded(claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent) bool {
+	if claim == nil || claim.DeletionTimestamp == nil || !strings.Contains(in.GetIntentId(), resumedMark) {
+		return false
+	}
+	owner := claim.Annotations[intentAnnotation]
+	t, err := time.Parse(time.RFC3339, claim.Annotations[progressAnnotation])
+	return err == nil && owner != "" && owner != in.GetIntentId() && e.now().Sub(t) < e.resumeAfter
 }
 
 // deadline is when remaining pods are deleted without eviction (zero: never), and when the

@@ -33,6 +33,11 @@ func (e *executor) handle(ctx context.Context, in *terminationv1.TerminationInte
 	log := e.log.With().Str("intent", in.GetIntentId()).Str("nodeclaim", in.GetNodeClaimName()).
 		Str("nodepool", in.GetNodePoolName()).Str("reason", reasonName(in.GetReason())).Uint64("attempt", d.Attempt).Logger()
 	res, err := e.execute(ctx, in, budget, log)
+	if errors.Is(err, errSuperseded) {
+		e.metrics.outcomes.WithLabelValues(reasonName(in.GetReason()), "superseded").Inc()
+		log.Info().Msg("resumed termination not needed: another intent is carrying it out")
+		return nil
+	}
 	if err != nil {
 		return err
 	}

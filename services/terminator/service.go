@@ -47,8 +47,10 @@ func run(ctx context.Context, args []string) error {
 	m := newMetrics(rt.Registry)
 	api := ec2.NewFromConfig(awsCfg)
 	gc := &orphans{ec2: api, cache: k.cache, cluster: cfg.ClusterName, grace: cfg.GCGrace, log: rt.Log, metrics: m, now: time.Now}
-	ex := &executor{k: k, cs: rt.Kube, ec2: api, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, events: rt.Events}
-	d := &decider{k: k, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, blockedLogged: map[string]bool{}, events: rt.Events}
+	ex := &executor{k: k, cs: rt.Kube, ec2: api, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, events: rt.Events,
+		resumeAfter: cfg.ResumeAfter}
+	d := &decider{k: k, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, blockedLogged: map[string]bool{}, events: rt.Events,
+		resumeAfter: cfg.ResumeAfter}
 
 	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("queue", cfg.InterruptionQueue).Int("workers", cfg.Workers).Bool("v1alpha5", k.cache.Legacy).Msg("terminating nodes")
 	g, gctx := errgroup.WithContext(ctx)
@@ -101,6 +103,7 @@ type decider struct {
 	now           func() time.Time
 	blockedLogged map[string]bool
 	events        record.EventRecorder
+	resumeAfter   time.Duration // see kube.deleting
 }
 
 func (d *decider) pass(ctx context.Context) error {
@@ -138,7 +141,7 @@ func (d *decider) pass(ctx context.Context) error {
 			d.logDecision(a, log)
 		}
 	}
-	for _, in := range d.k.deletedByOthers(now) {
+	for _, in := range d.k.deleting(now, d.resumeAfter) {
 		if err := d.publishDecision(ctx, in); err != nil {
 			return err
 		}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/rs/zerolog"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// drainer is an executor that only drains, against the test's API server; its pauses between
+// rounds are recorded and handed to between (if set) instead of slept.
+type drainer struct {
+	*executor
+	pauses  []time.Duration
+	between func(n int)
+}
+
+func (e *env) drainer() *drainer {
+	d := &drainer{}
+	d.executor = &executor{cs: e.kube, metrics: newMetrics(prometheus.NewRegistry()), now: time.Now, log: zerolog.Nop(),
+		sleep: func(context.Context, time.Duration) {}}
+	d.sleep = func(_ context.Context, w time.Duration) {
+		d.pauses = append(d.pauses, w)
+		if d.between != nil {
+			d.between(len(d.pauses))
+		}
+	}
+	return d
+}
+
+// pod creates a pod bound to node (which need not exist) and returns it.
+func (e *env) pod(name, node string, mutate func(*corev1.Pod)) *corev1.Pod {
+	e.t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: ptr.To[int64](0), Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}
+	if mutate != nil {
+		mutate(p)
+	}
+	p, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, p, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	return p
+}
+
+// A pod already terminating past its deletionTimestamp (here a finalizer holds it; on a real
+// node, a kubelet that is gone) does not hold the drain: the other pods are evicted and the
+// drain finishes, as Karpenter's does.
+func TestDrainIgnoresPodsTerminatingPastTheirGracePeriod(t *testing.T) {
+	e := newEnv(t, 201)
+	node := e.ns + "-node"
+	stuck := e.pod("stuck", node, func(p *corev1.Pod) { p.Finalizers = []string{"fleetwright.io/test-hold"} })
+	t.Cleanup(func() {
+		p, err := e.kube.CoreV1().Pods(e.ns).Get(context.Background(), stuck.Name, metav1.GetOptions{})
+		if err == nil {
+			p.Finalizers = nil
+			_, _ = e.kube.CoreV1().Pods(e.ns).Update(context.Background(), p, metav1.UpdateOptions{})
+		}
+	})
+	require.NoError(t, e.kube.CoreV1().Pods(e.ns).Delete(e.ctx, stuck.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}))
+	e.pod("app", node, nil)
+
+	d := e.drainer()
+	var st drainStats
+	done, err := d.drain(e.ctx, node, time.Time{}, time.Now().Add(10*time.Second), &st, d.log, nil)
+	require.NoError(t, err)
+	assert.True(t, done, "the drain finished: the pod terminating past its grace period does not hold it")
+	assert.EqualValues(t, 1, st.Evicted, "the other pod was evicted")
+	p, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, stuck.Name, metav1.GetOptions{})
+	require.NoError(t, err, "the finalizer still holds the terminating pod")
+	assert.NotNil(t, p.DeletionTimestamp)
+}
+
+// A drained node's VolumeAttachments hold the instance's termination until they are gone;
+// once the claim's termination grace period is over they are no longer waited for.
+func TestDrainWaitsForVolumeAttachments(t *testing.T) {
+	e := newEnv(t, 202)
+	node := e.ns + "-node"
+	vas := e.kube.StorageV1().VolumeAttachments()
+	attach := func(name string) {
+		_, err := vas.Create(e.ctx, &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: storagev1.VolumeAttachmentSpec{Attacher: "ebs.csi.aws.com", NodeName: node,
+				Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To("pv-" + name)}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = vas.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	attach(e.ns + "-a")
+	_, err := vas.Create(e.ctx, &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: e.ns + "-other"},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: "ebs.csi.aws.com", NodeName: e.ns + "-elsewhere",
+			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To("pv-other")}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = vas.Delete(context.Background(), e.ns+"-other", metav1.DeleteOptions{}) })
+
+	d := e.drainer()
+	d.between = func(n int) {
+		if n == 3 {
+			require.NoError(t, vas.Delete(e.ctx, e.ns+"-a", metav1.DeleteOptions{}))
+		}
+	}
+	var st drainStats
+	done, err := d.drain(e.ctx, node, time.Time{}, time.Now().Add(time.Minute), &st, d.log, nil)
+	require.NoError(t, err)
+	assert.True(t, done)
+	assert.GreaterOrEqual(t, len(d.pauses), 3, "the drain waited while the attachment was there")
+	_, err = vas.Get(e.ctx, e.ns+"-a", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the drain finished only once the node's attachment was gone (%v)", err)
+
+	// Past the termination grace period an attachment no longer holds the termination.
+	attach(e.ns + "-b")
+	d = e.drainer()
+	done, err = d.drain(e.ctx, node, time.Now().Add(-time.Second), time.Now().Add(10*time.Second), &st, d.log, nil)
+	require.NoError(t, err)
+	assert.True(t, done, "the grace period is over: the attachment is not waited for")
+	assert.Empty(t, d.pauses)
+
+	// Within a delivery's budget the drain stops and says so (the intent comes back).
+	d = e.drainer()
+	done, err = d.drain(e.ctx, node, time.Time{}, time.Now().Add(-time.Second), &st, d.log, nil)
+	require.NoError(t, err)
+	assert.False(t, done, "the attachment is still there when the delivery's budget is spent")
+}
+
+// An eviction refused with something other than a 429 (here the API server's 500 for a pod
+// two PodDisruptionBudgets select) backs off like a 429, is counted, and the drain goes on
+// once the cause is gone.
+func TestDrainBacksOffOnEvictionErrors(t *testing.T) {
+	e := newEnv(t, 203)
+	node := e.ns + "-node"
+	p := e.pod("guarded", node, func(p *corev1.Pod) { p.Labels = map[string]string{"app": "guarded"} })
+	p.Status.Phase = corev1.PodRunning // the Eviction API consults budgets only for running pods
+	_, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(e.ctx, p, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	pdbs := e.kube.PolicyV1().PodDisruptionBudgets(e.ns)
+	for _, name := range []string{"one", "two"} {
+		_, err := pdbs.Create(e.ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	d := e.drainer()
+	d.between = func(n int) {
+		if n == 5 {
+			for _, name := range []string{"one", "two"} {
+				require.NoError(t, pdbs.Delete(e.ctx, name, metav1.DeleteOptions{}))
+			}
+		}
+	}
+	var st drainStats
+	done, err := d.drain(e.ctx, node, time.Time{}, time.Now().Add(time.Minute), &st, d.log, nil)
+	require.NoError(t, err)
+	assert.True(t, done)
+	require.GreaterOrEqual(t, len(d.pauses), 5)
+	assert.Equal(t, []time.Duration{minBackoff, 2 * minBackoff, 4 * minBackoff, 8 * minBackoff, 16 * minBackoff}, d.pauses[:5],
+		"each refused round waits twice as long as the one before")
+	assert.GreaterOrEqual(t, st.Retries, int32(5), "the refusals are counted as retries")
+	assert.GreaterOrEqual(t, testutil.ToFloat64(d.metrics.evictions.WithLabelValues("error")), 5.0)
+	assert.EqualValues(t, 1, st.Evicted)
+}
