@@ -85,14 +85,16 @@ proto-check: devtools ## fail if the committed generated code is stale
 	  echo "proto/gen is stale: run 'make proto' and commit the result"; exit 1; \
 	fi; echo "proto/gen is up to date"
 
-crds: devtools ## regenerate deepcopy and deploy/crds from pkg/apis (controller-gen pinned in tools/devtools)
+crds: devtools ## regenerate deepcopy and deploy/crds from pkg/apis (controller-gen pinned in tools/devtools; tools/crdpatch bounds what markers cannot reach)
 	controller-gen object paths=./pkg/apis/...
 	rm -f deploy/crds/*_*.yaml
 	controller-gen crd paths=./pkg/apis/... output:crd:artifacts:config=deploy/crds
+	go run ./tools/crdpatch deploy/crds
 
 crds-check: devtools ## fail if deploy/crds or the generated deepcopy are stale
 	@tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; \
 	controller-gen crd paths=./pkg/apis/... output:crd:artifacts:config=$$tmp/crds; \
+	go run ./tools/crdpatch $$tmp/crds; \
 	if ! diff -r -x kustomization.yaml $$tmp/crds deploy/crds >/dev/null; then \
 	  diff -r -x kustomization.yaml $$tmp/crds deploy/crds | head -20; \
 	  echo "deploy/crds is stale: run 'make crds' and commit the result"; exit 1; fi; \

@@ -14,6 +14,10 @@
 // way: bootstrap.sh flags and --kubelet-extra-args, NodeConfig spec.kubelet.config and
 // spec.instance.localStorage, Bottlerocket settings.kubernetes and bootstrap commands.
 //
+// Render refuses a label or taint that is not one valid token (ValidLabel, ValidTaint): the
+// CRDs refuse them too, but a NodeClaim written by hand or a translated Provisioner must not
+// be able to add kubelet flags, systemd or shell lines, or TOML tables to a node's boot.
+//
 // The AWS emulator (tools/awsemu) reads the same formats back to register the Node, as a
 // kubelet would.
 package userdata
@@ -24,13 +28,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"mime/multipart"
 	"net/textproto"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
 
@@ -108,6 +115,47 @@ func (o Options) validate() error {
 	case "", RAID0:
 	default:
 		return fmt.Errorf("rendering user data: unsupported instanceStorePolicy %q (want RAID0 or none)", o.InstanceStorePolicy)
+	}
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(o.Labels)) {
+		if err := ValidLabel(k, o.Labels[k]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, t := range o.Taints {
+		if err := ValidTaint(t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("rendering user data: %w", err)
+	}
+	return nil
+}
+
+// ValidLabel refuses a node label the kubelet would not take: the key must be a qualified name
+// and the value a label value. Each is then one token in --node-labels, a NodeConfig flag or a
+// TOML key, and cannot add a flag, a line or another label.
+func ValidLabel(key, value string) error {
+	msgs := append(validation.IsQualifiedName(key), validation.IsValidLabelValue(value)...)
+	if len(msgs) > 0 {
+		return fmt.Errorf("label %q=%q: %s", key, value, strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+// ValidTaint refuses a taint the kubelet would not register with: the key must be a qualified
+// name, the value a label value, the effect NoSchedule, PreferNoSchedule or NoExecute.
+func ValidTaint(t Taint) error {
+	msgs := validation.IsQualifiedName(t.Key)
+	if t.Value != "" {
+		msgs = append(msgs, validation.IsValidLabelValue(t.Value)...)
+	}
+	if err := validEffect(t); err != nil {
+		msgs = append(msgs, fmt.Sprintf("unknown effect %q (want NoSchedule, PreferNoSchedule or NoExecute)", t.Effect))
+	}
+	if len(msgs) > 0 {
+		return fmt.Errorf("taint %q: %s", t.String(), strings.Join(msgs, "; "))
 	}
 	return nil
 }

