@@ -152,8 +152,17 @@ func (s ConsumerSpec) nakDelay(delivered uint64) time.Duration {
 }
 
 // EnsureConsumer creates or updates the durable pull consumer described by
-// spec and returns it. It is idempotent.
+// spec and returns it. It is idempotent: an existing consumer keeps where it
+// starts.
 func (c *Conn) EnsureConsumer(ctx context.Context, spec ConsumerSpec) (jetstream.Consumer, error) {
+	return c.ensureConsumer(ctx, spec, nil)
+}
+
+// ensureConsumer is EnsureConsumer; gone, when not nil, is the last known state of the same
+// consumer that has since been deleted. A consumer created now then resumes after gone's ack
+// floor instead of replaying the whole stream, unless the stream itself is newer than gone (it
+// was deleted and made again, so the old sequences mean nothing).
+func (c *Conn) ensureConsumer(ctx context.Context, spec ConsumerSpec, gone *jetstream.ConsumerInfo) (jetstream.Consumer, error) {
 	spec = spec.withDefaults()
 	if spec.Durable == "" || spec.Subject == "" {
 		return nil, fmt.Errorf("ensuring consumer: durable name and subject are required")
@@ -176,19 +185,26 @@ func (c *Conn) EnsureConsumer(ctx context.Context, spec ConsumerSpec) (jetstream
 		BackOff:       spec.BackOff,
 		MaxAckPending: spec.MaxAckPending,
 	}
-	if spec.Recent > 0 {
-		// The start is fixed when the consumer is created and cannot change after.
-		if cur, err := c.js.Consumer(ctx, stream, spec.Durable); err == nil {
-			info := cur.CachedInfo()
-			cfg.DeliverPolicy, cfg.OptStartTime = info.Config.DeliverPolicy, info.Config.OptStartTime
-		} else {
-			since := time.Now().Add(-spec.Recent)
-			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
-		}
+	// The start is fixed when the consumer is created and cannot change after.
+	if cur, err := c.js.Consumer(ctx, stream, spec.Durable); err == nil {
+		info := cur.CachedInfo()
+		cfg.DeliverPolicy, cfg.OptStartTime, cfg.OptStartSeq = info.Config.DeliverPolicy, info.Config.OptStartTime, info.Config.OptStartSeq
+	} else if gone != nil && gone.AckFloor.Stream > 0 && c.streamOlderThan(ctx, stream, gone.Created) {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, gone.AckFloor.Stream+1
+	} else if spec.Recent > 0 {
+		since := time.Now().Add(-spec.Recent)
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("ensuring consumer %s on %s: %w", spec.Durable, stream, err)
 	}
 	return cons, nil
+}
+
+// streamOlderThan reports whether the stream was created before t (so sequences read from a
+// consumer created at t still refer to it).
+func (c *Conn) streamOlderThan(ctx context.Context, stream string, t time.Time) bool {
+	s, err := c.js.Stream(ctx, stream)
+	return err == nil && !s.CachedInfo().Created.After(t)
 }
