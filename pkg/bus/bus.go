@@ -39,6 +39,10 @@ type Config struct {
 	Name string
 	// Prefix of all subjects; empty means subject.DefaultPrefix.
 	Prefix string
+	// StreamReplicas is how many servers hold each stream and the catalog
+	// bucket that EnsureStreams creates; zero means 1. It must not exceed the
+	// servers in the NATS cluster. An existing stream with more keeps them.
+	StreamReplicas int
 
 	// Logger receives connection events and consumer errors; nil logs nothing.
 	Logger *zerolog.Logger
@@ -73,6 +77,7 @@ type Conn struct {
 	propagator propagation.TextMapPropagator
 	closed     chan struct{}
 	health     consumerHealth
+	replicas   int
 }
 
 // Connect dials NATS and waits until the first connection is up or ctx ends.
@@ -86,11 +91,15 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	if cfg.URL == "" {
 		return nil, fmt.Errorf("connecting to nats: empty URL")
 	}
+	if cfg.StreamReplicas < 0 || cfg.StreamReplicas > 5 {
+		return nil, fmt.Errorf("connecting to nats: stream replicas %d: must be 1 to 5", cfg.StreamReplicas)
+	}
 	c := &Conn{
 		prefix:     prefix,
 		log:        zerolog.Nop(),
 		propagator: cfg.Propagator,
 		closed:     make(chan struct{}),
+		replicas:   max(cfg.StreamReplicas, 1),
 	}
 	if cfg.Logger != nil {
 		c.log = cfg.Logger.With().Str("component", "bus").Logger()
