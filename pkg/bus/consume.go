@@ -74,8 +74,12 @@ func IsPermanent(err error) bool {
 // Stopping is graceful: when ctx is cancelled Consume stops fetching, lets
 // the handler in flight finish (its context is not cancelled, but ends after
 // HandlerTimeout), hands unstarted messages of the current batch back with a
-// Nak, and returns nil. It returns an error
-// if the consumer cannot be ensured or the connection is closed under it.
+// Nak, and returns nil. It returns an error if the consumer cannot be ensured
+// at start or the connection is closed under it.
+//
+// A consumer that vanishes while Consume runs (deleted, or lost with its
+// stream) is created again with the same spec, resuming after the last ack
+// floor Consume read; until that succeeds, Conn.Ready reports it.
 func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, handler Handler[T]) error {
 	spec = spec.withDefaults()
 	cons, err := c.EnsureConsumer(ctx, spec)
@@ -87,8 +91,7 @@ func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, h
 	}
 	w := &worker[T]{conn: c, spec: spec, handler: handler, log: c.log.With().Str("consumer", spec.Durable).Logger()}
 	w.cons.Store(&cons)
-	info := cons.CachedInfo()
-	w.info.Store(info)
+	w.info.Store(cons.CachedInfo())
 	key := c.health.add()
 	defer c.health.remove(key)
 	go c.watchLag(ctx, w)

@@ -294,7 +294,11 @@ func (c *Conn) ensureConsumer(ctx context.Context, spec ConsumerSpec, gone *jets
 		MaxAckPending: spec.MaxAckPending,
 	}
 	// The start is fixed when the consumer is created and cannot change after.
-	if cur, err := c.js.Consumer(ctx, stream, spec.Durable); err == nil {
+	cur, err := c.js.Consumer(ctx, stream, spec.Durable)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("reading consumer %s on %s: %w", spec.Durable, stream, err)
+	}
+	if err == nil {
 		info := cur.CachedInfo()
 		cfg.DeliverPolicy, cfg.OptStartTime, cfg.OptStartSeq = info.Config.DeliverPolicy, info.Config.OptStartTime, info.Config.OptStartSeq
 	} else if gone != nil && gone.AckFloor.Stream > 0 && c.streamOlderThan(ctx, stream, gone.Created) {

@@ -270,7 +270,7 @@ func (w *watcher) flush(ctx context.Context) {
 		return
 	}
 	for _, p := range tooBig {
-		w.metrics.batches.WithLabelValues("too_large").Inc()
+		w.metrics.podsTooLarge.Inc()
 		w.rt.Log.Error().Str("pod", p.GetNamespace()+"/"+p.GetName()).Int("bytes", proto.Size(p)).Int("limit", limit).
 			Msg("pending pod not offered: its projection alone exceeds the NATS server's max_payload; raise max_payload")
 	}
@@ -319,12 +319,13 @@ type metrics struct {
 	batchSize          prometheus.Histogram
 	pendingPods        prometheus.Gauge
 	nominationsExpired prometheus.Counter
+	podsTooLarge       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_batches_total",
-			Help: "Pending-pod batches by outcome (published, error; too_large counts pods that alone exceed the NATS max_payload)."}, []string{"outcome"}),
+			Help: "Pending-pod batches by outcome (published, error)."}, []string{"outcome"}),
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetwright_pod_watcher_batch_size",
 			Help: "Pods per published batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
 		pendingPods: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_pending_pods",
@@ -332,6 +333,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		nominationsExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_nominations_expired_total",
 			Help: "Times a pending pod was offered again because its nomination ended (claim gone, or its node ready without room for it)."}),
 	}
-	reg.MustRegister(m.batches, m.batchSize, m.pendingPods, m.nominationsExpired)
+	m.podsTooLarge = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_pods_too_large_total",
+		Help: "Pending pods not offered because their projection alone exceeds the NATS server's max_payload."})
+	reg.MustRegister(m.batches, m.batchSize, m.pendingPods, m.nominationsExpired, m.podsTooLarge)
 	return m
 }
