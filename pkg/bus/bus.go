@@ -9,6 +9,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,6 +39,10 @@ type Config struct {
 	Name string
 	// Prefix of all subjects; empty means subject.DefaultPrefix.
 	Prefix string
+	// StreamReplicas is how many servers hold each stream and the catalog
+	// bucket that EnsureStreams creates; zero means 1. It must not exceed the
+	// servers in the NATS cluster. An existing stream with more keeps them.
+	StreamReplicas int
 
 	// Logger receives connection events and consumer errors; nil logs nothing.
 	Logger *zerolog.Logger
@@ -69,6 +76,8 @@ type Conn struct {
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 	closed     chan struct{}
+	health     consumerHealth
+	replicas   int
 }
 
 // Connect dials NATS and waits until the first connection is up or ctx ends.
@@ -82,11 +91,15 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	if cfg.URL == "" {
 		return nil, fmt.Errorf("connecting to nats: empty URL")
 	}
+	if cfg.StreamReplicas < 0 || cfg.StreamReplicas > 5 {
+		return nil, fmt.Errorf("connecting to nats: stream replicas %d: must be 1 to 5", cfg.StreamReplicas)
+	}
 	c := &Conn{
 		prefix:     prefix,
 		log:        zerolog.Nop(),
 		propagator: cfg.Propagator,
 		closed:     make(chan struct{}),
+		replicas:   max(cfg.StreamReplicas, 1),
 	}
 	if cfg.Logger != nil {
 		c.log = cfg.Logger.With().Str("component", "bus").Logger()
@@ -204,13 +217,64 @@ func (c *Conn) Close() error {
 	return nil
 }
 
-// Ready reports whether the connection is currently up. It fits an admin
-// server's readiness checks.
+// Ready reports whether the connection is currently up and every running
+// Consume has its consumer: one whose consumer vanished and cannot be created
+// again makes the connection not ready, naming it. It fits an admin server's
+// readiness checks.
 func (c *Conn) Ready(context.Context) error {
 	if st := c.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("nats connection is %s", st)
 	}
-	return nil
+	return c.health.err()
+}
+
+// consumerHealth holds, per running Consume, why its consumer cannot be ensured (nil when it
+// is fine).
+type consumerHealth struct {
+	mu   sync.Mutex
+	next uint64
+	errs map[uint64]error
+}
+
+func (h *consumerHealth) add() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.errs == nil {
+		h.errs = map[uint64]error{}
+	}
+	h.next++
+	h.errs[h.next] = nil
+	return h.next
+}
+
+func (h *consumerHealth) set(key uint64, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.errs[key]; ok {
+		h.errs[key] = err
+	}
+}
+
+func (h *consumerHealth) remove(key uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.errs, key)
+}
+
+func (h *consumerHealth) err() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var msgs []string
+	for _, err := range h.errs {
+		if err != nil {
+			msgs = append(msgs, err.Error())
+		}
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	sort.Strings(msgs)
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 // Prefix is the subject prefix this connection uses.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -73,8 +74,12 @@ func IsPermanent(err error) bool {
 // Stopping is graceful: when ctx is cancelled Consume stops fetching, lets
 // the handler in flight finish (its context is not cancelled, but ends after
 // HandlerTimeout), hands unstarted messages of the current batch back with a
-// Nak, and returns nil. It returns an error
-// if the consumer cannot be ensured or the connection is closed under it.
+// Nak, and returns nil. It returns an error if the consumer cannot be ensured
+// at start or the connection is closed under it.
+//
+// A consumer that vanishes while Consume runs (deleted, or lost with its
+// stream) is created again with the same spec, resuming after the last ack
+// floor Consume read; until that succeeds, Conn.Ready reports it.
 func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, handler Handler[T]) error {
 	spec = spec.withDefaults()
 	cons, err := c.EnsureConsumer(ctx, spec)
@@ -85,34 +90,82 @@ func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, h
 		return fmt.Errorf("consuming %s: %w", spec.Subject, err)
 	}
 	w := &worker[T]{conn: c, spec: spec, handler: handler, log: c.log.With().Str("consumer", spec.Durable).Logger()}
-	go c.watchLag(ctx, cons, spec.Durable)
+	w.cons.Store(&cons)
+	w.info.Store(cons.CachedInfo())
+	key := c.health.add()
+	defer c.health.remove(key)
+	go c.watchLag(ctx, w)
 	base := context.WithoutCancel(ctx)
 	for ctx.Err() == nil {
+		cons := *w.cons.Load()
 		batch, err := cons.Fetch(spec.Batch, jetstream.FetchMaxWait(spec.FetchWait))
 		if errors.Is(err, nats.ErrConnectionClosed) {
 			return fmt.Errorf("consuming %s: %w", spec.Subject, err)
 		}
-		if err != nil {
-			w.log.Warn().Err(err).Msg("fetching messages")
-			clock.Sleep(ctx, spec.FetchWait)
+		if err == nil {
+			beats := newHeartbeat(spec.AckWait/3, w.log)
+			handled := 0
+			for msg := range beats.track(batch.Messages()) {
+				handled++
+				if ctx.Err() != nil {
+					_ = msg.Nak() // not started: let another replica have it now
+				} else {
+					w.handle(base, msg)
+				}
+				beats.settled(msg)
+			}
+			beats.stop()
+			if err = batch.Error(); errors.Is(err, nats.ErrTimeout) {
+				err = nil
+			}
+			if handled > 0 && ctx.Err() == nil {
+				// Where a re-created consumer would resume: after this batch.
+				if info, ierr := cons.Info(ctx); ierr == nil {
+					w.info.Store(info)
+				}
+			}
+		}
+		if err == nil || ctx.Err() != nil {
 			continue
 		}
-		beats := newHeartbeat(spec.AckWait/3, w.log)
-		for msg := range beats.track(batch.Messages()) {
-			if ctx.Err() != nil {
-				_ = msg.Nak() // not started: let another replica have it now
-			} else {
-				w.handle(base, msg)
-			}
-			beats.settled(msg)
+		if consumerGone(err) {
+			w.reensure(ctx, key, err)
+			continue
 		}
-		beats.stop()
-		if err := batch.Error(); err != nil && ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) {
-			w.log.Warn().Err(err).Msg("fetch ended with error")
-			clock.Sleep(ctx, spec.FetchWait)
-		}
+		w.log.Warn().Err(err).Msg("fetching messages")
+		clock.Sleep(ctx, spec.FetchWait)
 	}
 	return nil
+}
+
+// consumerGone reports whether a fetch failed because the consumer (or its stream) no longer
+// exists on the server: deleted by hand, or lost with its stream.
+func consumerGone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, nats.ErrNoResponders)
+}
+
+// reensure creates the vanished consumer again with the same spec, resuming after the old
+// consumer's ack floor. Until that succeeds the connection is not ready (see Conn.Ready) and
+// it is tried again every FetchWait.
+func (w *worker[T]) reensure(ctx context.Context, key uint64, cause error) {
+	w.log.Warn().Err(cause).Msg("consumer is gone; creating it again")
+	for ctx.Err() == nil {
+		cons, err := w.conn.ensureConsumer(ctx, w.spec, w.info.Load())
+		if err == nil {
+			w.cons.Store(&cons)
+			w.info.Store(cons.CachedInfo())
+			w.conn.health.set(key, nil)
+			w.log.Info().Uint64("from_seq", cons.CachedInfo().Config.OptStartSeq).Msg("consumer created again")
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		w.conn.health.set(key, fmt.Errorf("consumer %s for %s cannot be ensured: %w", w.spec.Durable, w.spec.Subject, err))
+		w.log.Error().Err(err).Msg("consumer cannot be created again; not ready")
+		clock.Sleep(ctx, w.spec.FetchWait)
+	}
 }
 
 // settleTimeout bounds acking, nakking or dead-lettering one message.
@@ -124,6 +177,14 @@ type worker[T proto.Message] struct {
 	spec    ConsumerSpec
 	handler Handler[T]
 	log     zerolog.Logger
+	cons    atomic.Pointer[jetstream.Consumer]     // replaced when the consumer is created again
+	info    atomic.Pointer[jetstream.ConsumerInfo] // the latest read, for the ack floor to resume from
+}
+
+func (w *worker[T]) consumer() jetstream.Consumer { return *w.cons.Load() }
+func (w *worker[T]) durable() string              { return w.spec.Durable }
+func (w *worker[T]) observed(info *jetstream.ConsumerInfo) {
+	w.info.Store(info)
 }
 
 // handle decodes, runs the handler and settles one message: ack, nak with
@@ -239,14 +300,23 @@ func decode[T proto.Message](msg jetstream.Msg) (T, error) {
 // lagInterval is how often a consumer's lag is read from the server.
 const lagInterval = 10 * time.Second
 
-// watchLag keeps the consumer lag gauges current while the consumer runs.
-func (c *Conn) watchLag(ctx context.Context, cons jetstream.Consumer, durable string) {
+// lagWatched is what watchLag needs of a worker.
+type lagWatched interface {
+	consumer() jetstream.Consumer
+	durable() string
+	observed(*jetstream.ConsumerInfo)
+}
+
+// watchLag keeps the consumer lag gauges current while the consumer runs, and remembers the
+// consumer's latest state (its ack floor is where a re-created consumer resumes).
+func (c *Conn) watchLag(ctx context.Context, w lagWatched) {
 	t := time.NewTicker(lagInterval)
 	defer t.Stop()
 	for {
-		if info, err := cons.Info(ctx); err == nil {
-			c.metrics.lag.WithLabelValues(durable).Set(float64(info.NumPending))
-			c.metrics.ackWait.WithLabelValues(durable).Set(float64(info.NumAckPending))
+		if info, err := w.consumer().Info(ctx); err == nil {
+			w.observed(info)
+			c.metrics.lag.WithLabelValues(w.durable()).Set(float64(info.NumPending))
+			c.metrics.ackWait.WithLabelValues(w.durable()).Set(float64(info.NumAckPending))
 		}
 		select {
 		case <-ctx.Done():

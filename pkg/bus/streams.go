@@ -2,10 +2,13 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 
 	"github.com/fleetwright/fleetwright/pkg/subject"
 )
@@ -21,6 +24,9 @@ import (
 //   - A two-minute duplicate window drops re-publishes with the same
 //     Nats-Msg-Id (pod-watcher replicas, scheduler retries).
 //   - DEADLETTER keeps messages for a week so a human can look at them.
+//   - Every stream is bounded in bytes (streamMaxBytes) and discards its oldest
+//     messages when full; see README.md, "Storage bounds", for why no stream
+//     refuses new messages instead.
 const (
 	duplicateWindow = 2 * time.Minute
 	workMaxAge      = 24 * time.Hour
@@ -28,23 +34,80 @@ const (
 	catalogHistory  = 1
 )
 
-// EnsureStreams creates or updates every Fleetwright stream (see
-// subject.Streams) and the catalog key-value bucket. It is idempotent.
+// streamMaxBytes is the one place the streams' storage bounds are set, per stream key; the
+// catalog bucket's is catalogMaxBytes. Together (2.1 GiB) they leave room, on every NATS
+// server holding a replica, for the audit stream (5 GiB) within deploy/'s max_file_store of
+// 8 GB. An operator may raise a bound on the server; EnsureStreams keeps the larger.
+var streamMaxBytes = map[string]int64{
+	subject.StreamPods:          512 << 20,
+	subject.StreamLaunch:        256 << 20,
+	subject.StreamOfferings:     128 << 20,
+	subject.StreamNodes:         256 << 20,
+	subject.StreamInterruptions: 128 << 20,
+	subject.StreamTerminations:  256 << 20,
+	subject.StreamDeadLetter:    512 << 20,
+}
+
+const catalogMaxBytes = 128 << 20
+
+// EnsureStreams creates every Fleetwright stream (see subject.Streams) and the
+// catalog key-value bucket, with Config.StreamReplicas replicas. It is
+// idempotent, and it never takes back what an operator raised on an existing
+// stream: of Replicas, MaxBytes, MaxAge, Duplicates and the bucket's History
+// the larger of ours and theirs is kept (and logged), the limits we do not set
+// (MaxMsgs, MaxMsgSize, ...) are left as they are, and only what is missing or
+// below ours is changed.
 func (c *Conn) EnsureStreams(ctx context.Context) error {
 	for _, key := range subject.Streams() {
 		cfg := c.streamConfig(key)
-		if _, err := c.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		s, err := c.js.Stream(ctx, cfg.Name)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			_, err = c.js.CreateStream(ctx, cfg)
+		case err == nil:
+			merged := c.mergeStream(cfg, s.CachedInfo().Config)
+			if !sameStream(merged, s.CachedInfo().Config) {
+				_, err = c.js.UpdateStream(ctx, merged)
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("ensuring stream %s: %w", cfg.Name, err)
 		}
 	}
+	return c.ensureCatalog(ctx)
+}
+
+func (c *Conn) ensureCatalog(ctx context.Context) error {
 	bucket := c.prefix.CatalogBucket()
-	_, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	cfg := jetstream.KeyValueConfig{
 		Bucket:      bucket,
 		Description: "Fleetwright instance catalog: instance types, offerings, prices",
 		History:     catalogHistory,
 		Storage:     jetstream.FileStorage,
-	})
-	if err != nil {
+		MaxBytes:    catalogMaxBytes,
+		Replicas:    c.replicas,
+	}
+	if kv, err := c.js.KeyValue(ctx, bucket); err == nil {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			return fmt.Errorf("reading key-value bucket %s: %w", bucket, err)
+		}
+		theirs := st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config
+		log := c.log.With().Str("bucket", bucket).Logger()
+		cfg.Replicas = keepLarger(log, "replicas", cfg.Replicas, theirs.Replicas)
+		cfg.MaxBytes = keepLargerLimit(log, "max_bytes", cfg.MaxBytes, theirs.MaxBytes)
+		cfg.History = uint8(keepLarger(log, "history", int64(cfg.History), theirs.MaxMsgsPerSubject))
+		cfg.TTL, cfg.MaxValueSize = theirs.MaxAge, theirs.MaxMsgSize
+		if theirs.Description != "" {
+			cfg.Description = theirs.Description
+		}
+		if theirs.Replicas == cfg.Replicas && theirs.MaxBytes == cfg.MaxBytes && theirs.MaxMsgsPerSubject == int64(cfg.History) {
+			return nil
+		}
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("reading key-value bucket %s: %w", bucket, err)
+	}
+	if _, err := c.js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
 		return fmt.Errorf("ensuring key-value bucket %s: %w", bucket, err)
 	}
 	return nil
@@ -58,13 +121,58 @@ func (c *Conn) streamConfig(key string) jetstream.StreamConfig {
 		Storage:    jetstream.FileStorage,
 		Discard:    jetstream.DiscardOld,
 		MaxAge:     workMaxAge,
+		MaxBytes:   streamMaxBytes[key],
 		Duplicates: duplicateWindow,
+		Replicas:   c.replicas,
 	}
 	if key == subject.StreamDeadLetter {
 		cfg.MaxAge = deadLetterAge
 		cfg.Description = "Messages that could not be decoded or kept failing; see the Fw-Error header"
 	}
 	return cfg
+}
+
+// mergeStream is the configuration to give an existing stream: theirs, with our subjects,
+// retention, discard policy and description, and for each limit we set the larger of ours and
+// theirs.
+func (c *Conn) mergeStream(ours, theirs jetstream.StreamConfig) jetstream.StreamConfig {
+	log := c.log.With().Str("stream", ours.Name).Logger()
+	m := theirs
+	m.Subjects = ours.Subjects
+	m.Retention, m.Discard = ours.Retention, ours.Discard
+	if ours.Description != "" {
+		m.Description = ours.Description
+	}
+	m.Replicas = int(keepLarger(log, "replicas", int64(ours.Replicas), int64(theirs.Replicas)))
+	m.MaxBytes = keepLargerLimit(log, "max_bytes", ours.MaxBytes, theirs.MaxBytes)
+	m.MaxAge = time.Duration(keepLargerLimit(log, "max_age", int64(ours.MaxAge), int64(theirs.MaxAge)))
+	m.Duplicates = time.Duration(keepLarger(log, "duplicate_window", int64(ours.Duplicates), int64(theirs.Duplicates)))
+	return m
+}
+
+// sameStream reports whether updating from b to a would change nothing we set.
+func sameStream(a, b jetstream.StreamConfig) bool {
+	return slices.Equal(a.Subjects, b.Subjects) && a.Retention == b.Retention && a.Discard == b.Discard &&
+		a.Description == b.Description && a.Replicas == b.Replicas && a.MaxBytes == b.MaxBytes &&
+		a.MaxAge == b.MaxAge && a.Duplicates == b.Duplicates
+}
+
+// keepLarger returns the larger of ours and theirs, logging when it keeps theirs.
+func keepLarger[N int | int64](log zerolog.Logger, what string, ours, theirs N) N {
+	if theirs > ours {
+		log.Info().Int64("ours", int64(ours)).Int64("kept", int64(theirs)).Msgf("keeping the %s set on the server, larger than ours", what)
+		return theirs
+	}
+	return ours
+}
+
+// keepLargerLimit is keepLarger for a limit where zero or less means unlimited.
+func keepLargerLimit(log zerolog.Logger, what string, ours, theirs int64) int64 {
+	if theirs <= 0 {
+		log.Info().Int64("ours", ours).Msgf("keeping the unlimited %s set on the server", what)
+		return theirs
+	}
+	return keepLarger(log, what, ours, theirs)
 }
 
 // ConsumerSpec describes a durable pull consumer.
@@ -152,8 +260,17 @@ func (s ConsumerSpec) nakDelay(delivered uint64) time.Duration {
 }
 
 // EnsureConsumer creates or updates the durable pull consumer described by
-// spec and returns it. It is idempotent.
+// spec and returns it. It is idempotent: an existing consumer keeps where it
+// starts.
 func (c *Conn) EnsureConsumer(ctx context.Context, spec ConsumerSpec) (jetstream.Consumer, error) {
+	return c.ensureConsumer(ctx, spec, nil)
+}
+
+// ensureConsumer is EnsureConsumer; gone, when not nil, is the last known state of the same
+// consumer that has since been deleted. A consumer created now then resumes after gone's ack
+// floor instead of replaying the whole stream, unless the stream itself is newer than gone (it
+// was deleted and made again, so the old sequences mean nothing).
+func (c *Conn) ensureConsumer(ctx context.Context, spec ConsumerSpec, gone *jetstream.ConsumerInfo) (jetstream.Consumer, error) {
 	spec = spec.withDefaults()
 	if spec.Durable == "" || spec.Subject == "" {
 		return nil, fmt.Errorf("ensuring consumer: durable name and subject are required")
@@ -176,19 +293,30 @@ func (c *Conn) EnsureConsumer(ctx context.Context, spec ConsumerSpec) (jetstream
 		BackOff:       spec.BackOff,
 		MaxAckPending: spec.MaxAckPending,
 	}
-	if spec.Recent > 0 {
-		// The start is fixed when the consumer is created and cannot change after.
-		if cur, err := c.js.Consumer(ctx, stream, spec.Durable); err == nil {
-			info := cur.CachedInfo()
-			cfg.DeliverPolicy, cfg.OptStartTime = info.Config.DeliverPolicy, info.Config.OptStartTime
-		} else {
-			since := time.Now().Add(-spec.Recent)
-			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
-		}
+	// The start is fixed when the consumer is created and cannot change after.
+	cur, err := c.js.Consumer(ctx, stream, spec.Durable)
+	if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, fmt.Errorf("reading consumer %s on %s: %w", spec.Durable, stream, err)
+	}
+	if err == nil {
+		info := cur.CachedInfo()
+		cfg.DeliverPolicy, cfg.OptStartTime, cfg.OptStartSeq = info.Config.DeliverPolicy, info.Config.OptStartTime, info.Config.OptStartSeq
+	} else if gone != nil && gone.AckFloor.Stream > 0 && c.streamOlderThan(ctx, stream, gone.Created) {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, gone.AckFloor.Stream+1
+	} else if spec.Recent > 0 {
+		since := time.Now().Add(-spec.Recent)
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
 	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, stream, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("ensuring consumer %s on %s: %w", spec.Durable, stream, err)
 	}
 	return cons, nil
+}
+
+// streamOlderThan reports whether the stream was created before t (so sequences read from a
+// consumer created at t still refer to it).
+func (c *Conn) streamOlderThan(ctx context.Context, stream string, t time.Time) bool {
+	s, err := c.js.Stream(ctx, stream)
+	return err == nil && !s.CachedInfo().Created.After(t)
 }

@@ -44,16 +44,18 @@ var Version = "dev"
 
 // Common holds the flags every service takes.
 type Common struct {
-	NATSURL    string
-	NATSCreds  string
-	NATSCA     string
-	NATSCert   string
-	NATSKey    string
-	Prefix     string
-	AdminAddr  string
-	Kubeconfig string
-	KubeQPS    float64
-	KubeBurst  int
+	NATSURL   string
+	NATSCreds string
+	NATSCA    string
+	NATSCert  string
+	NATSKey   string
+	// NATSStreamReplicas is how many NATS servers hold each stream (bus.Config.StreamReplicas).
+	NATSStreamReplicas int
+	Prefix             string
+	AdminAddr          string
+	Kubeconfig         string
+	KubeQPS            float64
+	KubeBurst          int
 }
 
 // Register adds the common flags to fs, each defaulting to its environment variable.
@@ -63,6 +65,8 @@ func (c *Common) Register(fs *flag.FlagSet, defaultAdmin string) {
 	fs.StringVar(&c.NATSCA, "nats-ca", Env("NATS_CA", ""), "CA bundle to verify the NATS server (env NATS_CA)")
 	fs.StringVar(&c.NATSCert, "nats-cert", Env("NATS_CERT", ""), "client certificate for NATS (env NATS_CERT)")
 	fs.StringVar(&c.NATSKey, "nats-key", Env("NATS_KEY", ""), "client key for NATS (env NATS_KEY)")
+	fs.IntVar(&c.NATSStreamReplicas, "nats-stream-replicas", EnvInt("NATS_STREAM_REPLICAS", 1),
+		"servers holding each JetStream stream the service creates; never lowered on an existing stream (env NATS_STREAM_REPLICAS)")
 	fs.StringVar(&c.Prefix, "prefix", Env("FLEETWRIGHT_PREFIX", "fleetwright"), "subject prefix (env FLEETWRIGHT_PREFIX)")
 	fs.StringVar(&c.AdminAddr, "admin-addr", Env("ADMIN_ADDR", defaultAdmin), "admin HTTP address for /metrics, /healthz, /readyz (env ADMIN_ADDR)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", Env("KUBECONFIG", ""), "kubeconfig path; empty means in-cluster (env KUBECONFIG)")
@@ -81,6 +85,9 @@ func (c Common) Validate() error {
 	}
 	if c.AdminAddr == "" {
 		errs = append(errs, errors.New("--admin-addr is required"))
+	}
+	if c.NATSStreamReplicas < 0 || c.NATSStreamReplicas > 5 {
+		errs = append(errs, fmt.Errorf("--nats-stream-replicas must be 1 to 5 (JetStream's limit), not %d", c.NATSStreamReplicas))
 	}
 	return errors.Join(errs...)
 }
@@ -154,7 +161,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	rt.Bus, err = bus.Connect(ctx, bus.Config{
 		URL: o.Common.NATSURL, CredsFile: o.Common.NATSCreds, Name: "fleetwright-" + o.Name,
 		TLS:    bus.TLSConfig{CA: o.Common.NATSCA, Cert: o.Common.NATSCert, Key: o.Common.NATSKey},
-		Prefix: o.Common.Prefix, Logger: &log, Registerer: rt.Registry,
+		Prefix: o.Common.Prefix, StreamReplicas: o.Common.NATSStreamReplicas, Logger: &log, Registerer: rt.Registry,
 	})
 	if err != nil {
 		return nil, err

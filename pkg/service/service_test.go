@@ -138,3 +138,27 @@ func TestMalformedEnvironmentIsRefused(t *testing.T) {
 	assert.Equal(t, 100, EnvInt("FW_TEST_BURST", 100), "unset means the default")
 	assert.NoError(t, valid.Validate())
 }
+
+// NATS_STREAM_REPLICAS reaches the streams Start ensures; a value the cluster cannot hold is
+// refused before anything starts.
+func TestStreamReplicasSetting(t *testing.T) {
+	t.Setenv("NATS_STREAM_REPLICAS", "3")
+	var c Common
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.Register(fs, "127.0.0.1:0")
+	require.NoError(t, fs.Parse(nil))
+	assert.Equal(t, 3, c.NATSStreamReplicas)
+	bad := Common{NATSURL: "nats://x", AdminAddr: ":1", NATSStreamReplicas: 7}
+	assert.ErrorContains(t, bad.Validate(), "--nats-stream-replicas must be 1 to 5")
+
+	srvs := bustest.RunCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.NATSURL, c.Prefix = srvs[0].ClientURL(), "fleetwright"
+	rt, err := Start(ctx, Options{Name: "test", Common: c})
+	require.NoError(t, err)
+	defer rt.Close(ctx)
+	s, err := rt.Bus.JetStream().Stream(ctx, "FLEETWRIGHT_PODS")
+	require.NoError(t, err)
+	assert.Equal(t, 3, s.CachedInfo().Config.Replicas)
+}

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
@@ -61,27 +63,56 @@ func (b *batcher) due() time.Time {
 	return idle
 }
 
-// flush closes the window if it is due at now, returning the batch.
-func (b *batcher) flush(now time.Time, watcherID string) (*podsv1.PendingPodBatch, bool) {
+// flush closes the window if it is due at now, returning its batches: one, unless the pods do
+// not fit in one message of maxBytes (the encoded batch), when the window is split into
+// several. Pods are split in UID order, so every replica closing the same window splits it
+// alike and each part gets the same id everywhere. A pod that alone does not fit is returned
+// apart in tooBig: it cannot be offered.
+func (b *batcher) flush(now time.Time, watcherID string, maxBytes int) (batches []*podsv1.PendingPodBatch, tooBig []*podsv1.PodProjection, ok bool) {
 	due := b.due()
 	if due.IsZero() || now.Before(due) {
-		return nil, false
+		return nil, nil, false
 	}
 	pods := make([]*podsv1.PodProjection, 0, len(b.pods))
 	for _, p := range b.pods {
 		pods = append(pods, p)
 	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].GetUid() < pods[j].GetUid() })
-	batch := &podsv1.PendingPodBatch{
-		BatchId:         batchID(pods, now, b.resync),
-		WindowOpenTime:  timestamppb.New(b.opened),
-		WindowCloseTime: timestamppb.New(now),
-		WatcherId:       watcherID,
-		Pods:            pods,
+	mk := func(part []*podsv1.PodProjection) *podsv1.PendingPodBatch {
+		return &podsv1.PendingPodBatch{
+			BatchId:         batchID(part, now, b.resync),
+			WindowOpenTime:  timestamppb.New(b.opened),
+			WindowCloseTime: timestamppb.New(now),
+			WatcherId:       watcherID,
+			Pods:            part,
+		}
+	}
+	// Every batch id has the same length, so the envelope's size is known before the id is.
+	envelope := proto.Size(mk(nil))
+	size := envelope
+	var part []*podsv1.PodProjection
+	for _, p := range pods {
+		n := protowire.SizeTag(podsField) + protowire.SizeBytes(proto.Size(p))
+		if envelope+n > maxBytes {
+			tooBig = append(tooBig, p)
+			continue
+		}
+		if size+n > maxBytes {
+			batches = append(batches, mk(part))
+			part, size = nil, envelope
+		}
+		part = append(part, p)
+		size += n
+	}
+	if len(part) > 0 {
+		batches = append(batches, mk(part))
 	}
 	b.pods = map[string]*podsv1.PodProjection{}
-	return batch, true
+	return batches, tooBig, true
 }
+
+// podsField is the field number of PendingPodBatch.pods.
+var podsField = (&podsv1.PendingPodBatch{}).ProtoReflect().Descriptor().Fields().ByName("pods").Number()
 
 // batchID is deterministic: the same set of pods closed in the same resync epoch gets the same
 // id on every replica, so JetStream's duplicate window drops the copies. A later epoch gets a

@@ -1,15 +1,27 @@
 package main
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 )
+
+// flushOne flushes with no practical size limit: the window is one batch.
+func flushOne(b *batcher, now time.Time) (*podsv1.PendingPodBatch, bool) {
+	batches, _, ok := b.flush(now, "w", 1<<30)
+	if !ok {
+		return nil, false
+	}
+	return batches[0], true
+}
 
 func pod(uid string) *podsv1.PodProjection { return &podsv1.PodProjection{Uid: uid, Name: uid} }
 
@@ -18,9 +30,9 @@ func TestBatcherClosesAfterIdle(t *testing.T) {
 	b := newBatcher(time.Second, 10*time.Second, time.Minute)
 	b.add(pod("a"), t0)
 	b.add(pod("b"), t0.Add(500*time.Millisecond))
-	_, ok := b.flush(t0.Add(1400*time.Millisecond), "w")
+	_, ok := flushOne(b, t0.Add(1400*time.Millisecond))
 	assert.False(t, ok, "the second pod extended the idle timer")
-	batch, ok := b.flush(t0.Add(1500*time.Millisecond), "w")
+	batch, ok := flushOne(b, t0.Add(1500*time.Millisecond))
 	require.True(t, ok)
 	assert.Len(t, batch.Pods, 2)
 	assert.Equal(t, "a", batch.Pods[0].Uid)
@@ -33,7 +45,7 @@ func TestBatcherClosesAtMaxEvenWhilePodsKeepArriving(t *testing.T) {
 	var batch *podsv1.PendingPodBatch
 	for i := 0; i < 40; i++ {
 		now := t0.Add(time.Duration(i) * 300 * time.Millisecond)
-		if got, ok := b.flush(now, "w"); ok {
+		if got, ok := flushOne(b, now); ok {
 			batch = got
 			break
 		}
@@ -51,7 +63,7 @@ func TestBatcherRefreshDoesNotExtendIdle(t *testing.T) {
 	b := newBatcher(time.Second, 10*time.Second, time.Minute)
 	b.add(pod("a"), t0)
 	b.add(pod("a"), t0.Add(900*time.Millisecond)) // an update of the same pod
-	_, ok := b.flush(t0.Add(time.Second), "w")
+	_, ok := flushOne(b, t0.Add(time.Second))
 	assert.True(t, ok)
 }
 
@@ -90,10 +102,80 @@ func TestRemoveDropsPodFromWindow(t *testing.T) {
 	b.add(pod("a"), t0)
 	b.add(pod("b"), t0)
 	b.remove("a")
-	batch, ok := b.flush(t0.Add(time.Second), "w")
+	batch, ok := flushOne(b, t0.Add(time.Second))
 	require.True(t, ok)
 	require.Len(t, batch.Pods, 1)
 	assert.Equal(t, "b", batch.Pods[0].Uid)
 	b.remove("zzz")
 	assert.True(t, b.due().IsZero(), "no window open")
+}
+
+// A window whose batch would not fit in one message is split into several batches, each
+// within the limit, together holding every pod once, each with its own id that another
+// replica closing the same window derives alike.
+func TestLargeWindowIsSplitIntoBatchesThatFit(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	fill := func() *batcher {
+		b := newBatcher(time.Second, 10*time.Second, time.Minute)
+		for i := range 500 {
+			b.add(&podsv1.PodProjection{Uid: fmt.Sprintf("uid-%04d", i), Name: fmt.Sprintf("pod-%04d", i), Namespace: "big"}, t0)
+		}
+		return b
+	}
+	const limit = 4096
+	batches, tooBig, ok := fill().flush(t0.Add(time.Second), "w", limit)
+	require.True(t, ok)
+	require.Empty(t, tooBig)
+	require.Greater(t, len(batches), 1, "500 pods do not fit in 4 KiB")
+	seen := map[string]int{}
+	ids := map[string]bool{}
+	for _, b := range batches {
+		assert.LessOrEqual(t, proto.Size(b), limit)
+		assert.NotEmpty(t, b.Pods)
+		assert.False(t, ids[b.BatchId], "each batch has its own id")
+		ids[b.BatchId] = true
+		assert.Equal(t, batches[0].WindowOpenTime.AsTime(), b.WindowOpenTime.AsTime(), "all of one window")
+		for _, p := range b.Pods {
+			seen[p.Uid]++
+		}
+	}
+	assert.Len(t, seen, 500)
+	for uid, n := range seen {
+		assert.Equal(t, 1, n, uid)
+	}
+	again, _, _ := fill().flush(t0.Add(2*time.Second), "w2", limit)
+	require.Len(t, again, len(batches))
+	for i := range again {
+		assert.Equal(t, batches[i].BatchId, again[i].BatchId, "another replica splits the same window alike")
+	}
+
+	// A small window is one batch, with the id it always had.
+	b := newBatcher(time.Second, 10*time.Second, time.Minute)
+	b.add(pod("a"), t0)
+	one, _, ok := b.flush(t0.Add(time.Second), "w", limit)
+	require.True(t, ok)
+	require.Len(t, one, 1)
+	assert.Equal(t, batchID([]*podsv1.PodProjection{pod("a")}, t0.Add(time.Second), time.Minute), one[0].BatchId)
+}
+
+// A pod whose projection alone exceeds the limit cannot be offered: it is returned apart,
+// so the watcher reports it, and the others are still published.
+func TestPodLargerThanTheLimitIsSetApart(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	b := newBatcher(time.Second, 10*time.Second, time.Minute)
+	b.add(pod("small"), t0)
+	huge := pod("huge")
+	huge.Name = strings.Repeat("x", 5000)
+	b.add(huge, t0)
+	batches, tooBig, ok := b.flush(t0.Add(time.Second), "w", 4096)
+	require.True(t, ok)
+	var pods []string
+	for _, bt := range batches {
+		for _, p := range bt.Pods {
+			pods = append(pods, p.Uid)
+		}
+	}
+	assert.Equal(t, []string{"small"}, pods)
+	require.Len(t, tooBig, 1)
+	assert.Equal(t, "huge", tooBig[0].Uid)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -253,31 +254,56 @@ func (w *watcher) poke() {
 	}
 }
 
-// flush publishes the window if it is due. A batch that cannot be published goes back into
+// payloadHeadroom is what a batch leaves of the server's max_payload for the message's headers
+// (Nats-Msg-Id, Fw-Type, trace context).
+const payloadHeadroom = 1024
+
+// flush publishes the window if it is due, as one batch or, when it does not fit in one NATS
+// message (the server's max_payload), several. A batch that cannot be published goes back into
 // the window, so no pod is lost while NATS is away.
 func (w *watcher) flush(ctx context.Context) {
+	limit := int(w.rt.Bus.NATS().MaxPayload()) - payloadHeadroom
 	w.mu.Lock()
-	batch, ok := w.batcher.flush(w.now(), w.cfg.WatcherID)
+	batches, tooBig, ok := w.batcher.flush(w.now(), w.cfg.WatcherID, limit)
 	w.mu.Unlock()
 	if !ok {
 		return
 	}
+	for _, p := range tooBig {
+		w.metrics.podsTooLarge.Inc()
+		w.rt.Log.Error().Str("pod", p.GetNamespace()+"/"+p.GetName()).Int("bytes", proto.Size(p)).Int("limit", limit).
+			Msg("pending pod not offered: its projection alone exceeds the NATS server's max_payload; raise max_payload")
+	}
+	pending := 0
+	for _, batch := range batches {
+		if w.publish(ctx, batch, len(batches)) {
+			pending += len(batch.Pods)
+		}
+	}
+	w.metrics.pendingPods.Set(float64(pending))
+}
+
+// publish publishes one batch, putting its pods back in the window if it cannot.
+func (w *watcher) publish(ctx context.Context, batch *podsv1.PendingPodBatch, parts int) bool {
 	ctx, span := otel.Tracer("pod-watcher").Start(ctx, "pod-watcher.batch")
 	defer span.End()
 	span.SetAttributes(attribute.String("fleetwright.batch_id", batch.BatchId), attribute.Int("fleetwright.pods", len(batch.Pods)))
 	log := w.rt.Log.With().Str("batch", batch.BatchId).Int("pods", len(batch.Pods)).Logger()
+	if parts > 1 {
+		log = log.With().Int("parts", parts).Logger()
+	}
 	subj := w.rt.Bus.Prefix().Of(subject.PodsPending)
 	if err := w.rt.Bus.Publish(ctx, subj, batch, batch.BatchId); err != nil {
 		span.RecordError(err)
 		w.metrics.batches.WithLabelValues("error").Inc()
 		log.Error().Err(err).Msg("publishing pending pods failed; they stay in the next window")
 		w.requeue(batch)
-		return
+		return false
 	}
 	w.metrics.batches.WithLabelValues("published").Inc()
 	w.metrics.batchSize.Observe(float64(len(batch.Pods)))
-	w.metrics.pendingPods.Set(float64(len(batch.Pods)))
 	log.Info().Dur("window", batch.WindowCloseTime.AsTime().Sub(batch.WindowOpenTime.AsTime())).Msgf("found %d provisionable pod(s)", len(batch.Pods))
+	return true
 }
 
 func (w *watcher) requeue(batch *podsv1.PendingPodBatch) {
@@ -293,6 +319,7 @@ type metrics struct {
 	batchSize          prometheus.Histogram
 	pendingPods        prometheus.Gauge
 	nominationsExpired prometheus.Counter
+	podsTooLarge       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -302,10 +329,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetwright_pod_watcher_batch_size",
 			Help: "Pods per published batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
 		pendingPods: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_pending_pods",
-			Help: "Pods in the last published batch: pending and not yet nominated to a NodeClaim."}),
+			Help: "Pods in the last published window (all its batches): pending and not yet nominated to a NodeClaim."}),
 		nominationsExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_nominations_expired_total",
 			Help: "Times a pending pod was offered again because its nomination ended (claim gone, or its node ready without room for it)."}),
 	}
-	reg.MustRegister(m.batches, m.batchSize, m.pendingPods, m.nominationsExpired)
+	m.podsTooLarge = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_pods_too_large_total",
+		Help: "Pending pods not offered because their projection alone exceeds the NATS server's max_payload."})
+	reg.MustRegister(m.batches, m.batchSize, m.pendingPods, m.nominationsExpired, m.podsTooLarge)
 	return m
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
@@ -98,10 +99,15 @@ func TestWatcherPublishesPendingPodsInBatches(t *testing.T) {
 // returns a consumer of the batches; the watcher stops when the test ends.
 func startWatcher(t *testing.T, ns string, extra ...string) (context.Context, *localcluster.Cluster, kubernetes.Interface, jetstream.Consumer) {
 	t.Helper()
+	return startWatcherOn(t, bustest.RunServer(t), ns, extra...)
+}
+
+// startWatcherOn is startWatcher with the NATS server given.
+func startWatcherOn(t *testing.T, srv *server.Server, ns string, extra ...string) (context.Context, *localcluster.Cluster, kubernetes.Interface, jetstream.Consumer) {
+	t.Helper()
 	c := e2e.Cluster(t)
 	client, err := c.Client()
 	require.NoError(t, err)
-	srv := bustest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	_, err = client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -212,4 +218,52 @@ func nextBatchIn(t *testing.T, ctx context.Context, cons jetstream.Consumer, ns 
 			return b
 		}
 	}
+}
+
+// Issue 13: a window of more pods than one NATS message holds is published as several
+// batches, none over the server's max_payload, together holding every pod of the window once.
+func TestWatcherSplitsAWindowThatDoesNotFitOneMessage(t *testing.T) {
+	ns := "split-test"
+	const maxPayload = 8 << 10
+	srv := bustest.RunServerWith(t, func(o *server.Options) { o.MaxPayload = maxPayload })
+	ctx, _, client, cons := startWatcherOn(t, srv, ns, "--batch-idle", "2s", "--batch-max", "20s", "--resync", "10m")
+
+	const pods = 120
+	_, err := client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "wide", pods, "100m"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	type window struct{ open, close time.Time }
+	seen := map[string]int{}
+	perWindow := map[window]int{}
+	for len(seen) < pods {
+		msg, err := cons.Next(jetstream.FetchMaxWait(30 * time.Second))
+		require.NoError(t, err, "batches until every pod was offered (%d so far)", len(seen))
+		require.NoError(t, msg.Ack())
+		size := len(msg.Data())
+		for k, vs := range msg.Headers() {
+			for _, v := range vs {
+				size += len(k) + len(v) + 4
+			}
+		}
+		assert.LessOrEqual(t, size, maxPayload, "a batch fits in one message")
+		var b podsv1.PendingPodBatch
+		require.NoError(t, proto.Unmarshal(msg.Data(), &b))
+		mine := 0
+		for _, p := range b.Pods {
+			if p.Namespace == ns {
+				seen[p.Uid]++
+				mine++
+			}
+		}
+		if mine > 0 {
+			perWindow[window{b.WindowOpenTime.AsTime(), b.WindowCloseTime.AsTime()}]++
+		}
+	}
+	for uid, n := range seen {
+		assert.Equal(t, 1, n, "pod %s offered once", uid)
+	}
+	split := false
+	for _, n := range perWindow {
+		split = split || n > 1
+	}
+	assert.True(t, split, "a window was split into several batches: %v", perWindow)
 }

@@ -7,7 +7,9 @@
 package bustest
 
 import (
+	"fmt"
 	"net"
+	"net/url"
 	"path/filepath"
 	"testing"
 	"time"
@@ -43,7 +45,62 @@ func Restart(t testing.TB, srv *server.Server) *server.Server {
 	return start(t, port, store, nil)
 }
 
-func start(t testing.TB, port int, store string, auth func(*server.Options)) *server.Server {
+// RunServerWith is RunServer with the options changed by edit first (e.g. a small
+// MaxPayload).
+func RunServerWith(t testing.TB, edit func(*server.Options)) *server.Server {
+	t.Helper()
+	return start(t, -1, t.TempDir(), edit)
+}
+
+// RunCluster starts n in-process servers forming one JetStream cluster (streams can have up
+// to n replicas) and waits until JetStream is ready on all of them. Connect to any of their
+// ClientURLs; all are shut down when the test ends.
+func RunCluster(t testing.TB, n int) []*server.Server {
+	t.Helper()
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("finding a free port: %v", err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+	}
+	var routes []*url.URL
+	for _, p := range ports {
+		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+	}
+	srvs := make([]*server.Server, n)
+	for i := range srvs {
+		srvs[i] = start(t, -1, t.TempDir(), func(o *server.Options) {
+			o.ServerName = fmt.Sprintf("bustest-%d", i)
+			o.Cluster = server.ClusterOpts{Name: "bustest", Host: "127.0.0.1", Port: ports[i]}
+			o.Routes = routes
+		})
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !clusterReady(srvs) {
+		if time.Now().After(deadline) {
+			t.Fatalf("nats cluster: JetStream not ready after 30s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return srvs
+}
+
+// clusterReady reports whether the cluster has a JetStream meta leader that every server follows.
+func clusterReady(srvs []*server.Server) bool {
+	leader := false
+	for _, s := range srvs {
+		if !s.JetStreamIsCurrent() {
+			return false
+		}
+		leader = leader || s.JetStreamIsLeader()
+	}
+	return leader
+}
+
+func start(t testing.TB, port int, store string, edit func(*server.Options)) *server.Server {
 	t.Helper()
 	opts := &server.Options{
 		ServerName: "bustest",
@@ -54,8 +111,8 @@ func start(t testing.TB, port int, store string, auth func(*server.Options)) *se
 		NoLog:      true,
 		NoSigs:     true,
 	}
-	if auth != nil {
-		auth(opts)
+	if edit != nil {
+		edit(opts)
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
