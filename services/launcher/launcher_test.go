@@ -59,7 +59,11 @@ type env struct {
 
 // start starts the launcher against the shared control plane, an emulator whose instances
 // register their Nodes, and a NATS server of its own.
-func start(t *testing.T, extra ...string) *env {
+func start(t *testing.T, extra ...string) *env { return startWith(t, nil, extra...) }
+
+// startWith is start with a change to the emulator before the launcher runs (a fault from its
+// first call on).
+func startWith(t *testing.T, before func(*awsemu.Emulator), extra ...string) *env {
 	t.Helper()
 	c := e2e.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -77,6 +81,9 @@ func start(t *testing.T, extra ...string) *env {
 	cfg.Registrar = reg
 	emu, err := awsemu.New(cfg)
 	require.NoError(t, err)
+	if before != nil {
+		before(emu)
+	}
 	go emu.Run(ctx)
 	srv := httptest.NewServer(emu)
 	t.Cleanup(srv.Close)
@@ -864,4 +871,28 @@ func TestInstanceProfileMadeOnceUnderConcurrentAsks(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, n)
+}
+
+// A first catalog refresh that fails (EC2 throttling every DescribeInstanceTypes) is tried again
+// within seconds, not at the next refresh an hour later: launches start once EC2 answers.
+func TestFailedFirstCatalogIsRetriedSoon(t *testing.T) {
+	e := startWith(t, func(emu *awsemu.Emulator) {
+		require.NoError(t, emu.SetThrottle(awsemu.Throttle{Service: "ec2", Actions: []string{"DescribeInstanceTypes"}, Share: 1}))
+	}, "--catalog-refresh", "1h")
+	require.Eventually(t, func() bool {
+		calls, err := e.emu.Calls(e.ctx)
+		require.NoError(t, err)
+		throttled := 0
+		for _, c := range calls {
+			if c.Action == "DescribeInstanceTypes" && c.Throttled {
+				throttled++
+			}
+		}
+		return throttled >= 3 // the SDK's attempts for one call: the first refresh has failed
+	}, 60*time.Second, 50*time.Millisecond, "the first refresh fails on throttling")
+	require.NoError(t, e.emu.Throttle(e.ctx, awsemu.Throttle{}))
+	intent := e.claim("default-catalog1", "t4g.small")
+	e.publish(intent, intent.NodeClaimName)
+	require.Eventually(t, func() bool { return len(e.instancesFor("default-catalog1")) == 1 }, 30*time.Second, 100*time.Millisecond,
+		"launched once the catalog is out")
 }

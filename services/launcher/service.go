@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/clock"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/offerings"
@@ -85,7 +86,21 @@ func run(ctx context.Context, args []string) error {
 	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("kubernetes", l.k8sMinor).Int("workers", cfg.Workers).Msg("launching nodeclaims")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
-		return service.Every(gctx, cfg.CatalogRefresh, func() { l.publishCatalog(gctx, cat, rt.Bus) })
+		// Refreshed every --catalog-refresh; a refresh that fails is tried again soon (2 s,
+		// doubling to a minute), not at the next refresh: until a first catalog is out, no
+		// launch can happen.
+		retry := catalogRetry
+		for {
+			wait := cfg.CatalogRefresh
+			if l.publishCatalog(gctx, cat, rt.Bus) {
+				retry = catalogRetry
+			} else {
+				wait, retry = min(retry, cfg.CatalogRefresh), min(2*retry, time.Minute)
+			}
+			if !clock.Sleep(gctx, wait) {
+				return nil
+			}
+		}
 	})
 	g.Go(func() error {
 		return service.Every(gctx, 2*time.Second, func() { logErr(l, reg.reconcile(gctx), "registering nodes") })
@@ -128,8 +143,12 @@ func run(ctx context.Context, args []string) error {
 	return g.Wait()
 }
 
-// publishCatalog builds the catalog from EC2 and writes what changed to the KV bucket.
-func (l *launcher) publishCatalog(ctx context.Context, b catalogBuilder, conn *bus.Conn) {
+// catalogRetry is the first wait before a failed catalog refresh is tried again.
+const catalogRetry = 2 * time.Second
+
+// publishCatalog builds the catalog from EC2 and writes what changed to the KV bucket; it
+// reports whether that worked.
+func (l *launcher) publishCatalog(ctx context.Context, b catalogBuilder, conn *bus.Conn) bool {
 	start := time.Now()
 	cat, err := b.build(ctx)
 	if err == nil {
@@ -142,12 +161,13 @@ func (l *launcher) publishCatalog(ctx context.Context, b catalogBuilder, conn *b
 			if err == nil {
 				l.metrics.catalog.WithLabelValues("published").Inc()
 				l.log.Info().Int("types", len(cat.InstanceTypes)).Int("changed", changed).Dur("took", time.Since(start)).Msg("published instance catalog")
-				return
+				return true
 			}
 		}
 	}
 	l.metrics.catalog.WithLabelValues("error").Inc()
 	l.log.Error().Err(err).Msg("refreshing instance catalog failed; will retry")
+	return false
 }
 
 func logErr(l *launcher, err error, what string) {
