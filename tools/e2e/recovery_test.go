@@ -166,4 +166,3 @@ func firstCreatedAfter(t *testing.T, s *e2e.Stack, selector string, after time.T
 	}
 	return first
 }
-
