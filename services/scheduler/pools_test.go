@@ -269,3 +269,35 @@ func TestOfferingsOnlyWhereTheNodeClassHasSubnets(t *testing.T) {
 		}
 	}
 }
+
+// A pool's limits.nodes caps how many nodes it has: pods that each need a node of their own get
+// one claim under a limit of one, and the rest are told which limit holds them.
+func TestNodeLimitCapsTheClaims(t *testing.T) {
+	e := newEnv(t, "sched-node-limit")
+	e.apply("deploy/examples/v1/default.yaml")
+	pools := e.dyn.Resource(clusterstate.NodePools)
+	np, err := pools.Get(e.ctx, "default", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NoError(t, unstructured.SetNestedStringMap(np.Object, map[string]string{"nodes": "1"}, "spec", "limits"))
+	_, err = pools.Update(e.ctx, np, metav1.UpdateOptions{})
+	require.NoError(t, err)
+
+	e.start("node-limit")
+	pods := e.pendingPods("apart", 3, "500m", func(s *corev1.PodSpec) {
+		s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "apart"}}}}}}
+	})
+	e.publishBatch("node-limit-1", pods)
+	e.batchesDone(1)
+	assert.Len(t, e.nodeClaims(), 1, "a limit of one node")
+	limited := 0
+	for _, p := range pods {
+		for _, m := range e.podEvents(p, reasonFailedScheduling) {
+			if strings.Contains(m, "nodepool default would exceed its nodes limit of 1") {
+				limited++
+				break
+			}
+		}
+	}
+	assert.Equal(t, 2, limited, "the two pods left are told the nodes limit holds them")
+}

@@ -198,16 +198,7 @@ func TestScaleUpV1(t *testing.T) {
 	}
 	assert.NotEmpty(t, podEvents(t, s, "Nominated"), "pods were told which NodeClaim they wait for")
 
-	// Every running instance belongs to a NodeClaim.
-	insts, err := s.Emu.Instances(context.Background())
-	require.NoError(t, err)
-	running := 0
-	for _, i := range insts {
-		if i.State == "running" {
-			running++
-		}
-	}
-	assert.Equal(t, len(claims), running, "one instance per NodeClaim, none orphaned")
+	oneInstancePerClaim(t, s)
 	landsOnExistingNode(t, s)
 }
 
@@ -288,17 +279,7 @@ func TestInsufficientCapacity(t *testing.T) {
 	assert.Equal(t, "on-demand", nodes[0].Labels[karpv1.CapacityTypeLabelKey], "fell through to the next offering")
 	assert.Contains(t, s.Service("launcher").Log(), "marked offering unavailable")
 
-	fleets := func() int {
-		calls, err := s.Emu.Calls(ctx)
-		require.NoError(t, err)
-		n := 0
-		for _, c := range calls {
-			if c.Action == "CreateFleet" {
-				n++
-			}
-		}
-		return n
-	}
+	fleets := func() int { return callsOf(t, s, "CreateFleet") }
 	before := fleets()
 	// A pod too big for the first node needs a second claim.
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "6")
@@ -321,7 +302,6 @@ func TestInsufficientCapacity(t *testing.T) {
 // CreateFleet: after restarts there is exactly one instance for each NodeClaim.
 func TestLauncherCrashLaunchesExactlyOnce(t *testing.T) {
 	s := e2e.NewStack(t, nil)
-	ctx := context.Background()
 	// Once the catalog is out (the scheduler needs it), take the launcher down.
 	require.Eventually(t, func() bool { return strings.Contains(s.Service("launcher").Log(), "published instance catalog") },
 		60*time.Second, 100*time.Millisecond)
@@ -333,19 +313,24 @@ func TestLauncherCrashLaunchesExactlyOnce(t *testing.T) {
 
 	// Restart, and kill it as soon as its first CreateFleet is seen.
 	s.StartService("launcher")
-	require.Eventually(t, func() bool {
-		calls, err := s.Emu.Calls(ctx)
-		require.NoError(t, err)
-		for _, c := range calls {
-			if c.Action == "CreateFleet" {
-				return true
-			}
-		}
-		return false
-	}, 60*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return callsOf(t, s, "CreateFleet") > 0 }, 60*time.Second, 5*time.Millisecond)
 	s.Service("launcher").Kill()
 	s.StartService("launcher")
 	podsRunning(t, s, "app=inflate", 3, 3*time.Minute)
 	require.NotEmpty(t, nodeClaims(t, s))
 	oneInstancePerClaim(t, s)
+}
+
+// callsOf counts the emulator's answered calls of an action.
+func callsOf(t *testing.T, s *e2e.Stack, action string) int {
+	t.Helper()
+	calls, err := s.Emu.Calls(context.Background())
+	require.NoError(t, err)
+	n := 0
+	for _, c := range calls {
+		if c.Action == action {
+			n++
+		}
+	}
+	return n
 }

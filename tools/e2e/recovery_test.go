@@ -94,20 +94,10 @@ func TestSchedulerKilledMidBatchResumes(t *testing.T) {
 // come back to the restarted launcher, each launches once.
 func TestLauncherKilledWithIntentsInFlightResumes(t *testing.T) {
 	s := e2e.NewStack(t, nil)
-	ctx := context.Background()
 	s.Apply("deploy/examples/v1/default.yaml")
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "7")
-	require.Eventually(t, func() bool {
-		calls, err := s.Emu.Calls(ctx)
-		require.NoError(t, err)
-		for _, c := range calls {
-			if c.Action == "CreateFleet" {
-				return true
-			}
-		}
-		return false
-	}, 90*time.Second, 2*time.Millisecond, "the launcher is at work")
+	require.Eventually(t, func() bool { return callsOf(t, s, "CreateFleet") > 0 }, 90*time.Second, 2*time.Millisecond, "the launcher is at work")
 	killed := restart(t, s, "launcher")
 	podsRunning(t, s, "app=inflate", 7, 3*time.Minute)
 
