@@ -96,6 +96,7 @@ func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, h
 	defer c.health.remove(key)
 	go c.watchLag(ctx, w)
 	base := context.WithoutCancel(ctx)
+	var floorRead time.Time
 	for ctx.Err() == nil {
 		cons := *w.cons.Load()
 		batch, err := cons.Fetch(spec.Batch, jetstream.FetchMaxWait(spec.FetchWait))
@@ -118,10 +119,15 @@ func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, h
 			if err = batch.Error(); errors.Is(err, nats.ErrTimeout) {
 				err = nil
 			}
-			if handled > 0 && ctx.Err() == nil {
-				// Where a re-created consumer would resume: after this batch.
+			if handled > 0 && ctx.Err() == nil && time.Since(floorRead) >= floorEvery {
+				// Where a re-created consumer would resume. Read at most once a second, not per
+				// batch (an API round trip per message for a one-message batch): an older floor
+				// only means a few acked messages are handled again after a re-creation, and
+				// handlers are idempotent; a floor taken from local acks could skip another
+				// replica's unacked messages.
 				if info, ierr := cons.Info(ctx); ierr == nil {
 					w.info.Store(info)
+					floorRead = time.Now()
 				}
 			}
 		}
@@ -167,6 +173,9 @@ func (w *worker[T]) reensure(ctx context.Context, key uint64, cause error) {
 		clock.Sleep(ctx, w.spec.FetchWait)
 	}
 }
+
+// floorEvery bounds how often Consume reads its consumer's ack floor between batches.
+const floorEvery = time.Second
 
 // settleTimeout bounds acking, nakking or dead-lettering one message.
 const settleTimeout = 10 * time.Second
