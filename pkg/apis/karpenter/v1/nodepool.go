@@ -101,7 +101,6 @@ type Disruption struct {
 	// Budgets cap how many of the pool's nodes may be disrupted at once; the most restrictive
 	// active budget wins.
 	// +kubebuilder:validation:XValidation:message="'schedule' must be set with 'duration'",rule="self.all(x, has(x.schedule) == has(x.duration))"
-	// +kubebuilder:validation:XValidation:message="Fleetwright does not enforce disruption budgets yet: only the default budget (nodes: 10%, no reasons, no schedule) is accepted; remove spec.disruption.budgets",rule="self.all(x, x.nodes == '10%' && !has(x.reasons) && !has(x.schedule))"
 	// +kubebuilder:default={{nodes: "10%"}}
 	// +kubebuilder:validation:MaxItems=50
 	// +optional
