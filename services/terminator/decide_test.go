@@ -58,7 +58,7 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := decide([]candidate{tc.c}, tc.now)
+			got := decide([]candidate{tc.c}, nil, tc.now)
 			if tc.want == 0 {
 				assert.Empty(t, got)
 				return
@@ -80,22 +80,22 @@ func TestDecide(t *testing.T) {
 // so JetStream keeps one; a new emptiness period gets a new id.
 func TestEmptinessIntentIDIsDeterministic(t *testing.T) {
 	c := node(emptySince(t0))
-	a := decide([]candidate{c}, t0.Add(31*time.Second))
-	b := decide([]candidate{c}, t0.Add(45*time.Second))
+	a := decide([]candidate{c}, nil, t0.Add(31*time.Second))
+	b := decide([]candidate{c}, nil, t0.Add(45*time.Second))
 	require.Len(t, a, 1)
 	require.Len(t, b, 1)
 	assert.Equal(t, a[0].Intent.GetIntentId(), b[0].Intent.GetIntentId())
 	assert.True(t, a[0].Intent.GetVoluntary())
 	assert.Equal(t, "triggering termination after 30s for empty node", a[0].Why)
 
-	later := decide([]candidate{node(emptySince(t0.Add(time.Hour)))}, t0.Add(2*time.Hour))
+	later := decide([]candidate{node(emptySince(t0.Add(time.Hour)))}, nil, t0.Add(2*time.Hour))
 	require.Len(t, later, 1)
 	assert.NotEqual(t, a[0].Intent.GetIntentId(), later[0].Intent.GetIntentId())
 }
 
 func TestGracePeriodTravels(t *testing.T) {
 	g := 5 * time.Minute
-	got := decide([]candidate{node(emptySince(t0), func(c *candidate) { c.Grace = &g })}, t0.Add(time.Minute))
+	got := decide([]candidate{node(emptySince(t0), func(c *candidate) { c.Grace = &g })}, nil, t0.Add(time.Minute))
 	require.Len(t, got, 1)
 	assert.Equal(t, g, got[0].Intent.GetGracePeriod().AsDuration())
 }

@@ -29,6 +29,9 @@ type candidate struct {
 	RegisterBy  time.Time      // a launched claim's node must have registered by then; zero once it has
 	// The termination finalizer is missing from the registered claim or its node.
 	ClaimUnfinalized, NodeUnfinalized bool
+	// Counted: already among its pool's disrupting nodes (the cluster says so, or an intent this
+	// replica published is pending), so terminating it uses no more of the pool's budgets.
+	Counted bool
 }
 
 // actionKind is what a decision stage asks for.
@@ -38,7 +41,7 @@ const (
 	markEmpty   actionKind = iota + 1 // record the emptiness timestamp on the node
 	unmarkEmpty                       // a pod arrived: clear it, the clock starts again
 	terminate                         // publish the intent
-	blocked                           // would terminate, but a do-not-disrupt pod or node says no
+	blocked                           // would terminate, but a do-not-disrupt pod or node, or a disruption budget, says no
 )
 
 // action is one decision about one candidate.
@@ -49,8 +52,10 @@ type action struct {
 	Why       string
 }
 
-// decide runs the stages over every candidate: expiry first, then emptiness.
-func decide(cands []candidate, now time.Time) []action {
+// decide runs the stages over every candidate (registration timeout first, then expiry, then
+// emptiness), then holds back the emptiness terminations the pools' disruption budgets do not
+// allow now (withinBudgets; a pool missing from pools has no budgets).
+func decide(cands []candidate, pools map[string]*poolBudget, now time.Time) []action {
 	var out []action
 	for _, c := range cands {
 		if a, ok := liveness(c, now); ok {
@@ -65,7 +70,7 @@ func decide(cands []candidate, now time.Time) []action {
 			out = append(out, a)
 		}
 	}
-	return out
+	return withinBudgets(out, pools, now)
 }
 
 // emptiness tracks how long an initialized node has been empty and decides to terminate it

@@ -219,13 +219,19 @@ func (e *env) instance(id string) awsemu.InstanceInfo {
 	return awsemu.InstanceInfo{}
 }
 
-// claim creates the NodeClaim of a launched instance, as the scheduler and launcher leave it:
-// provider id and (if node is set) node name in its status.
+// claim creates the NodeClaim of a launched instance of pool "default", as the scheduler and
+// launcher leave it: provider id and (if node is set) node name in its status.
 func (e *env) claim(name string, inst awsemu.InstanceInfo, node string) *karpv1.NodeClaim {
+	e.t.Helper()
+	return e.claimIn("default", name, inst, node)
+}
+
+// claimIn is claim, in the named pool.
+func (e *env) claimIn(pool, name string, inst awsemu.InstanceInfo, node string) *karpv1.NodeClaim {
 	e.t.Helper()
 	nc := &karpv1.NodeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodeClaim"},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "default"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: pool}},
 		Spec: karpv1.NodeClaimSpec{
 			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
 			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{inst.Type}}},

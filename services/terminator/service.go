@@ -19,6 +19,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
 
@@ -104,6 +105,9 @@ type decider struct {
 	blockedLogged map[string]bool
 	events        record.EventRecorder
 	resumeAfter   time.Duration // see kube.deleting
+	// pending maps a claim's UID to the intent this replica published for it until the claim
+	// shows as disrupting (or goes): it counts against the pool's budgets meanwhile (see settle).
+	pending map[string]pendingIntent
 }
 
 func (d *decider) pass(ctx context.Context) error {
@@ -112,7 +116,12 @@ func (d *decider) pass(ctx context.Context) error {
 	if err := d.k.ensureFinalizers(ctx, cands); err != nil {
 		return err
 	}
-	for _, a := range decide(cands, now) {
+	pools := d.k.budgets()
+	if d.pending == nil {
+		d.pending = map[string]pendingIntent{}
+	}
+	settle(d.pending, cands, pools, now, d.resumeAfter)
+	for _, a := range decide(cands, pools, now) {
 		c := a.Candidate
 		log := d.log.With().Str("nodeclaim", c.Name).Str("node", c.NodeName).Str("nodepool", c.Pool).Logger()
 		switch a.Kind {
@@ -137,6 +146,10 @@ func (d *decider) pass(ctx context.Context) error {
 		case terminate:
 			if err := d.publishDecision(ctx, a.Intent); err != nil {
 				return err
+			}
+			if _, ok := d.pending[c.UID]; !ok {
+				d.pending[c.UID] = pendingIntent{Pool: c.Pool, At: now,
+					Empty: a.Intent.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_EMPTY}
 			}
 			d.logDecision(a, log)
 		}

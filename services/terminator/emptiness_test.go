@@ -1,0 +1,139 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+)
+
+// nodePool creates a NodePool that empties its nodes at once, with the given budgets (JSON).
+func (e *env) nodePool(name, budgets string) {
+	e.t.Helper()
+	var obj map[string]any
+	require.NoError(e.t, json.Unmarshal([]byte(fmt.Sprintf(`{"apiVersion":"karpenter.sh/v1","kind":"NodePool","metadata":{"name":%q},"spec":{
+		"template":{"spec":{"nodeClassRef":{"group":"karpenter.k8s.aws","kind":"EC2NodeClass","name":"default"},"requirements":[]}},
+		"disruption":{"consolidationPolicy":"WhenEmpty","consolidateAfter":"0s","budgets":%s}}}`, name, budgets)), &obj))
+	res := e.dyn.Resource(clusterstate.NodePools)
+	_, err := res.Create(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { e.remove(res, name) })
+}
+
+// emptyNode launches an instance and registers it as an initialized, empty node of the pool,
+// with its NodeClaim, as the launcher leaves them.
+func (e *env) emptyNode(pool, claim string) *karpv1.NodeClaim {
+	e.t.Helper()
+	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: inst.PrivateDNS, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels: map[string]string{karpv1.NodePoolLabelKey: pool}, Finalizers: []string{karpv1.TerminationFinalizer}},
+		Spec: corev1.NodeSpec{ProviderID: providerID(inst)},
+	}
+	_, err := e.kube.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { e.remove(e.dyn.Resource(corev1.SchemeGroupVersion.WithResource("nodes")), node.Name) })
+	nc := e.claimIn(pool, claim, inst, node.Name)
+	res := e.dyn.Resource(clusterstate.NodeClaims)
+	u, err := res.Get(e.ctx, nc.Name, metav1.GetOptions{})
+	require.NoError(e.t, err)
+	var conds []any
+	for _, c := range []string{karpv1.ConditionTypeLaunched, karpv1.ConditionTypeRegistered, karpv1.ConditionTypeInitialized} {
+		conds = append(conds, map[string]any{"type": c, "status": "True", "reason": c, "message": "test",
+			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
+	}
+	require.NoError(e.t, unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"))
+	_, err = res.UpdateStatus(e.ctx, u, metav1.UpdateOptions{})
+	require.NoError(e.t, err)
+	return nc
+}
+
+// A pool's budget of one node lets its empty nodes go one at a time: watching the pool's nodes,
+// never more than one is tainted karpenter.sh/disrupted at once (the next is tainted only after
+// the last is deleted), and all three go in the end, oldest first, each told meanwhile which
+// budget holds it.
+func TestEmptyNodesGoOneAtATimeUnderABudgetOfOne(t *testing.T) {
+	e := newEnv(t, 301)
+	const pool = "budget-one"
+	e.nodePool(pool, `[{"nodes":"1"}]`)
+	var claims []*karpv1.NodeClaim
+	for _, name := range []string{"budget-a", "budget-b", "budget-c"} {
+		claims = append(claims, e.emptyNode(pool, name))
+	}
+
+	// One watch sees every change to the pool's nodes in order.
+	w, err := e.kube.CoreV1().Nodes().Watch(e.ctx, metav1.ListOptions{LabelSelector: karpv1.NodePoolLabelKey + "=" + pool, ResourceVersion: "0"})
+	require.NoError(t, err)
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	tainted, everTainted, deleted, most := map[string]bool{}, map[string]bool{}, map[string]bool{}, 0
+	go func() {
+		for ev := range w.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			if ev.Type == watch.Deleted {
+				delete(tainted, n.Name)
+				deleted[n.Name] = true
+			} else if hasDisruptedTaint(n) {
+				tainted[n.Name], everTainted[n.Name] = true, true
+			} else {
+				delete(tainted, n.Name)
+			}
+			most = max(most, len(tainted))
+			mu.Unlock()
+		}
+	}()
+
+	e.run()
+	require.Eventually(t, func() bool {
+		for _, nc := range claims {
+			if _, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, nc.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return len(deleted) == len(claims)
+	}, wait, tick, "all three empty nodes go")
+	mu.Lock()
+	assert.Equal(t, 1, most, "at most one node of the pool disrupted at a time")
+	assert.Len(t, everTainted, 3, "each node was tainted before it went")
+	mu.Unlock()
+
+	in := e.intents()
+	var order []string
+	for _, x := range in {
+		assert.Equal(t, commonv1.TerminationReason_TERMINATION_REASON_EMPTY, x.GetReason())
+		if !slices.Contains(order, x.GetNodeClaimName()) {
+			order = append(order, x.GetNodeClaimName())
+		}
+	}
+	assert.Equal(t, []string{"budget-a", "budget-b", "budget-c"}, order, "one intent per node, in the order the nodes became empty (then by name)")
+
+	// budget-c waited behind the other two: its events say which budget held it.
+	require.Eventually(t, func() bool {
+		evs, err := e.kube.CoreV1().Events("default").List(e.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=budget-c"})
+		return err == nil && slices.ContainsFunc(evs.Items, func(ev corev1.Event) bool {
+			return ev.Reason == reasonDisruptionBlocked && strings.Contains(ev.Message, `budget 0 (nodes "1") allows 1 of 3 nodes (Empty) and 1 is already disrupting`)
+		})
+	}, wait, tick, "a DisruptionBlocked event on the waiting claim names the budget")
+}
