@@ -12,6 +12,8 @@ type target struct {
 	labels map[string]string
 	taints []Taint
 	alloc  vec
+	// removed: a node a consolidation trial takes away; it takes no pods.
+	removed bool
 
 	used  vec // requests of the pods on it (without DaemonSet overhead for claims)
 	ports []HostPort
@@ -48,6 +50,9 @@ func (s *solver) checkExisting(ps *podState, t *target, explain bool) (bool, str
 	sh := ps.shape
 	if t.node.MarkedForDeletion {
 		return false, "marked for deletion"
+	}
+	if t.removed {
+		return false, "being removed"
 	}
 	if !fits(t.used, ps.req, t.alloc) {
 		return false, "not enough room"

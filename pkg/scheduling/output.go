@@ -43,6 +43,15 @@ func (s *solver) claimPrice(c *target, i int) float64 {
 // rankedOptions lists a claim's types cheapest first, cut to MaxInstanceTypes while keeping
 // the pool's minValues satisfied.
 func (s *solver) rankedOptions(c *target) []int {
+	limit := s.in.MaxInstanceTypes
+	if limit <= 0 {
+		limit = 60
+	}
+	return s.rankedOptionsN(c, limit)
+}
+
+// rankedOptionsN is rankedOptions cut to limit.
+func (s *solver) rankedOptionsN(c *target, limit int) []int {
 	var opts []int
 	c.options.each(func(i int) { opts = append(opts, i) })
 	prices := make(map[int]float64, len(opts))
@@ -55,10 +64,6 @@ func (s *solver) rankedOptions(c *target) []int {
 		}
 		return s.types[opts[a]].t.Name < s.types[opts[b]].t.Name
 	})
-	limit := s.in.MaxInstanceTypes
-	if limit <= 0 {
-		limit = 60
-	}
 	if len(opts) <= limit {
 		return opts
 	}
@@ -87,8 +92,10 @@ func (s *solver) rankedOptions(c *target) []int {
 	return kept
 }
 
-func (s *solver) nodeClaim(c *target) NodeClaim {
-	opts := s.rankedOptions(c)
+func (s *solver) nodeClaim(c *target) NodeClaim { return s.nodeClaimOf(c, s.rankedOptions(c)) }
+
+// nodeClaimOf renders a claim with the given options (solver type indexes, cheapest first).
+func (s *solver) nodeClaimOf(c *target, opts []int) NodeClaim {
 	nc := NodeClaim{Name: c.name, NodePool: c.pool.np.Name, Taints: c.pool.np.Taints,
 		StartupTaints: c.pool.np.StartupTaints, Labels: map[string]string{}}
 	for _, ps := range c.pods {

@@ -12,6 +12,12 @@ type Pod struct {
 	Owner        OwnerReference
 	CreationTime time.Time
 	Priority     int32
+	// DeletionCost is the controller.kubernetes.io/pod-deletion-cost annotation (0 when absent);
+	// consolidation prefers to disrupt pods that cost less (see DisruptionCost).
+	DeletionCost int32
+	// Mirror marks a static pod's mirror (the kubelet's, owned by the Node): it is not moved
+	// when its node goes, and neither are DaemonSet pods.
+	Mirror bool
 
 	// Requests is the pod's effective request: the larger of the sum of its containers and
 	// its biggest init container, plus pod overhead. One "pods" slot is always added.

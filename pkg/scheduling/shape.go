@@ -13,6 +13,9 @@ type podState struct {
 	relax  relaxState
 	shape  *shape
 	target *target // where it was placed, nil while unplaced
+	// capped: a new claim was wanted but the run's claim cap was reached.
+	capped bool
+	shape0 *shape // the shape before any relaxation
 }
 
 // relaxState counts the soft constraints dropped so far, in Karpenter's order.
@@ -148,6 +151,7 @@ func (s *solver) compilePods() error {
 		}
 		ps := &podState{pod: p, req: s.podRequests(p)}
 		ps.shape = s.shapeFor(ps)
+		ps.shape0 = ps.shape
 		s.pods = append(s.pods, ps)
 	}
 	sort.SliceStable(s.pods, func(a, b int) bool { return podLess(s.pods[a], s.pods[b]) })

@@ -71,10 +71,13 @@ type solver struct {
 
 	scratch bitset
 	domBuf  []int
+
+	// claimCap caps the new claims a run may open (-1: no cap); consolidation allows one.
+	claimCap int
 }
 
 func newSolver(in *Input) (*solver, error) {
-	s := &solver{in: in, reqs: newReqTable(), shapes: map[string]*shape{}, unplaced: map[*podState]string{}}
+	s := &solver{in: in, reqs: newReqTable(), shapes: map[string]*shape{}, unplaced: map[*podState]string{}, claimCap: -1}
 	s.clock = in.Clock
 	if s.clock == nil {
 		s.clock = func() time.Time { return time.Unix(0, 0).UTC() }
@@ -297,7 +300,14 @@ func (s *solver) podRequests(p *Pod) vec {
 // run places pods in a total order, relaxing one soft constraint of a pod each time it fails,
 // and passing over the failures again while anything changes.
 func (s *solver) run() {
-	queue := append([]*podState(nil), s.pods...)
+	for _, ps := range s.runQueue(s.pods) {
+		s.unplaced[ps] = s.explain(ps)
+	}
+}
+
+// runQueue places pods (in the order given) as run does and returns those left unplaced.
+func (s *solver) runQueue(pods []*podState) []*podState {
+	queue := append([]*podState(nil), pods...)
 	for len(queue) > 0 {
 		progress := false
 		var next []*podState
@@ -317,9 +327,7 @@ func (s *solver) run() {
 			break
 		}
 	}
-	for _, ps := range queue {
-		s.unplaced[ps] = s.explain(ps)
-	}
+	return queue
 }
 
 // place tries existing nodes, then open claims (newest first, so the claim being filled is
@@ -338,6 +346,10 @@ func (s *solver) place(ps *podState) bool {
 		if c := s.claims[i]; !c.deleted && s.tryClaim(ps, c) {
 			return true
 		}
+	}
+	if s.claimCap >= 0 && len(s.claims) >= s.claimCap {
+		ps.capped = true
+		return false
 	}
 	for _, p := range s.pools {
 		if _, ok := s.openClaim(ps, p); ok {
