@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -56,6 +57,7 @@ type Want struct {
 	NodeClaims  bool
 	Pools       bool // NodePools, and v1alpha5 Provisioners where that API is served
 	NodeClasses bool // EC2NodeClasses, and v1alpha1 AWSNodeTemplates where that API is served
+	PDBs        bool // PodDisruptionBudgets, for what disruption may evict
 }
 
 // Cache is the one way a service reads the cluster: client-go informers for the core types,
@@ -63,7 +65,7 @@ type Want struct {
 // fields dropped, and readiness that says when all of them have listed. Informers a service did
 // not ask for are nil.
 type Cache struct {
-	Pods, Nodes, DaemonSets                                     cache.SharedIndexInformer
+	Pods, Nodes, DaemonSets, PDBs                               cache.SharedIndexInformer
 	NodeClaims, NodePools, NodeClasses, Provisioners, Templates cache.SharedIndexInformer
 	Volumes                                                     podproj.Listers
 	// Legacy is whether the v1alpha5 generation's CRDs are served (and so watched).
@@ -113,6 +115,9 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, want Want, log zerolo
 	}
 	if want.DaemonSets {
 		c.DaemonSets = add(core.Apps().V1().DaemonSets().Informer(), StripManagedFields)
+	}
+	if want.PDBs {
+		c.PDBs = add(core.Policy().V1().PodDisruptionBudgets().Informer(), StripManagedFields)
 	}
 	if want.Volumes {
 		claims, pvs, classes := core.Core().V1().PersistentVolumeClaims(), core.Core().V1().PersistentVolumes(), core.Storage().V1().StorageClasses()
@@ -251,6 +256,11 @@ func (c *Cache) Node(name string) (*corev1.Node, bool) { return Get[corev1.Node]
 
 // AllNodes returns every cached node.
 func (c *Cache) AllNodes() []*corev1.Node { return List[corev1.Node](c.Nodes, nil) }
+
+// AllPDBs lists the PodDisruptionBudgets.
+func (c *Cache) AllPDBs() []*policyv1.PodDisruptionBudget {
+	return List[policyv1.PodDisruptionBudget](c.PDBs, nil)
+}
 
 // AllDaemonSets returns every cached DaemonSet.
 func (c *Cache) AllDaemonSets() []*appsv1.DaemonSet { return List[appsv1.DaemonSet](c.DaemonSets, nil) }

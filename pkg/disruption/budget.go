@@ -174,6 +174,26 @@ func plural(n int, one, many string) string {
 // launching); such a claim counts as disrupting.
 const DecisionAnnotation = "fleetwright.io/disruption"
 
+// ReplacesAnnotation on a replacement NodeClaim names (comma-separated) the claims it replaces.
+// While any of them is still there the replacement waits for their pods: it is not empty in the
+// sense of emptiness, nor a consolidation candidate.
+const ReplacesAnnotation = "fleetwright.io/replaces"
+
+// Replacing reports whether the claim is a replacement still waiting for the pods of a claim it
+// replaces; exists says whether a claim of that name is still there.
+func Replacing(nc *karpv1.NodeClaim, exists func(name string) bool) bool {
+	v := nc.Annotations[ReplacesAnnotation]
+	if v == "" {
+		return false
+	}
+	for _, old := range strings.Split(v, ",") {
+		if exists(old) {
+			return true
+		}
+	}
+	return false
+}
+
 // Disrupting reports whether a claim (and its node, which may be nil) counts against budgets:
 // claim or node being deleted, node tainted karpenter.sh/disrupted, or DecisionAnnotation set
 // on the claim.

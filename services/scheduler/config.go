@@ -3,7 +3,10 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fleetwright/fleetwright/pkg/podproj"
@@ -30,6 +33,14 @@ type config struct {
 	// keep, which the scheduler takes off every type's memory (Karpenter's
 	// VM_MEMORY_OVERHEAD_PERCENT, a fraction despite the name).
 	VMMemoryOverhead float64
+	// Disruption: how often the leader looks for nodes to consolidate or replace; the share of
+	// the replaced price a replacement must save (a NodePool's fleetwright.io/consolidation-min-savings
+	// overrides it); how long a replacement may take to initialize; the SpotToSpotConsolidation gate.
+	DisruptionInterval time.Duration
+	MinSavings         float64
+	ReplacementTimeout time.Duration
+	SpotToSpot         bool
+	FeatureGates       string
 }
 
 func parseConfig(args []string) (config, error) {
@@ -51,6 +62,15 @@ func parseConfig(args []string) (config, error) {
 		"how often the leader ends the nominations of pods a ready node has no room left for (env NOMINATION_CHECK_INTERVAL)")
 	fs.Float64Var(&c.VMMemoryOverhead, "vm-memory-overhead-percent", service.EnvFloat("VM_MEMORY_OVERHEAD_PERCENT", scheduling.VMMemoryOverhead),
 		"share of an instance's memory the hypervisor and kernel keep, as a fraction: 0.075 is 7.5% (env VM_MEMORY_OVERHEAD_PERCENT)")
+	fs.DurationVar(&c.DisruptionInterval, "disruption-interval", service.EnvDuration("DISRUPTION_INTERVAL", 5*time.Second),
+		"how often the leader looks for nodes to consolidate and drifted nodes to replace (env DISRUPTION_INTERVAL)")
+	fs.Float64Var(&c.MinSavings, "consolidation-min-savings", service.EnvFloat("CONSOLIDATION_MIN_SAVINGS", 0.05),
+		"share of the replaced nodes' price a consolidation replacement must save, as a fraction: 0.05 is 5%; deletes need none "+
+			"(env CONSOLIDATION_MIN_SAVINGS; a NodePool's "+minSavingsAnnotation+" annotation, e.g. \"10%\", overrides it)")
+	fs.DurationVar(&c.ReplacementTimeout, "replacement-timeout", service.EnvDuration("REPLACEMENT_TIMEOUT", 10*time.Minute),
+		"how long a disruption waits for its replacements to initialize and its old node to go before it is abandoned (env REPLACEMENT_TIMEOUT)")
+	fs.StringVar(&c.FeatureGates, "feature-gates", service.Env("FEATURE_GATES", ""),
+		"Karpenter's feature gates, e.g. SpotToSpotConsolidation=true (env FEATURE_GATES)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -73,5 +93,39 @@ func parseConfig(args []string) (config, error) {
 	if c.VMMemoryOverhead < 0 || c.VMMemoryOverhead >= 1 {
 		errs = append(errs, errors.New("--vm-memory-overhead-percent must be a fraction from 0 to below 1 (0.075 is 7.5%)"))
 	}
+	if c.DisruptionInterval <= 0 || c.ReplacementTimeout <= 0 {
+		errs = append(errs, errors.New("--disruption-interval and --replacement-timeout must be positive"))
+	}
+	if c.MinSavings < 0 || c.MinSavings >= 1 {
+		errs = append(errs, errors.New("--consolidation-min-savings must be a fraction from 0 to below 1 (0.05 is 5%)"))
+	}
+	gates, err := parseFeatureGates(c.FeatureGates)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.SpotToSpot = gates["SpotToSpotConsolidation"]
 	return c, errors.Join(errs...)
+}
+
+// knownGates are the feature gates the scheduler acts on; others are refused, not ignored.
+var knownGates = map[string]bool{"SpotToSpotConsolidation": true}
+
+// parseFeatureGates reads "Name=true,Other=false".
+func parseFeatureGates(v string) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, kv := range strings.Split(v, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(kv, "=")
+		b, err := strconv.ParseBool(val)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("--feature-gates: %q is not Name=true|false", kv)
+		}
+		if !knownGates[name] {
+			return nil, fmt.Errorf("--feature-gates: unknown gate %q (known: SpotToSpotConsolidation)", name)
+		}
+		out[name] = b
+	}
+	return out, nil
 }

@@ -15,6 +15,13 @@ type metrics struct {
 	nominationsEnded      prometheus.Counter
 	nominationsEndedEarly prometheus.Counter
 	takeoverPods          prometheus.Counter // pods offered at once on taking the lease
+	// Disruption (consolidation and drift).
+	disruptionSeconds prometheus.Histogram
+	decisions         *prometheus.CounterVec // by reason and action
+	abandoned         *prometheus.CounterVec // by reason
+	eligible          prometheus.Gauge
+	blocked           *prometheus.GaugeVec // by cause
+	savings           prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -40,6 +47,19 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Nominations the scheduler ended because the claim's ready node had no room left for the pod (kube-scheduler placed others there)."})
 	m.takeoverPods = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_takeover_pods_total",
 		Help: "Pending pods without a live nomination that a replica offered at once on taking the lease."})
+	m.disruptionSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetwright_disruption_decision_duration_seconds",
+		Help: "Time of one disruption pass: reading the cluster, consolidation and drift decisions.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_disruption_decisions_total",
+		Help: "Disruption decisions, by reason (Underutilized, Drifted) and action (Delete, Replace)."}, []string{"reason", "action"})
+	m.abandoned = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_disruption_decisions_abandoned_total",
+		Help: "Disruption decisions given up because a replacement failed or was too slow, by reason."}, []string{"reason"})
+	m.eligible = prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_disruption_eligible_nodes",
+		Help: "Nodes consolidation considered in its last pass."})
+	m.blocked = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetwright_disruption_blocked_nodes",
+		Help: "Nodes consolidation could not take in its last pass, by cause (do-not-disrupt, pdb, budget, savings-threshold, pods-would-not-fit, no-cheaper-replacement, spot, other)."}, []string{"cause"})
+	m.savings = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_disruption_savings_usd_per_hour_total",
+		Help: "Hourly price saved by consolidations carried out (the replaced nodes' price less their replacement's), summed."})
+	reg.MustRegister(m.disruptionSeconds, m.decisions, m.abandoned, m.eligible, m.blocked, m.savings)
 	reg.MustRegister(m.solveSeconds, m.batches, m.podsScheduled, m.podsUnsched, m.claims, m.intents, m.leader,
 		m.nominationsEnded, m.nominationsEndedEarly, m.takeoverPods)
 	return m

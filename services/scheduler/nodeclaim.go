@@ -166,12 +166,17 @@ func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v vi
 	return out, nil
 }
 
-func (s *scheduler) createClaim(ctx context.Context, c scheduling.NodeClaim, p poolView, batchID string) (*karpv1.NodeClaim, error) {
+// mutate, if given, adjusts the object before it is written (a replacement's fixed name).
+func (s *scheduler) createClaim(ctx context.Context, c scheduling.NodeClaim, p poolView, batchID string, mutate ...func(*karpv1.NodeClaim)) (*karpv1.NodeClaim, error) {
 	ctx, span := tracer.Start(ctx, "scheduler.nodeclaim")
 	defer span.End()
 	span.SetAttributes(attribute.String("fleetwright.nodepool", c.NodePool), attribute.Int("fleetwright.pods", len(c.PodUIDs)),
 		attribute.StringSlice("fleetwright.instance_types", c.InstanceTypes), attribute.Float64("fleetwright.price_usd_per_hour", c.PriceUSDPerHour))
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nodeClaimObject(c, p, batchID))
+	object := nodeClaimObject(c, p, batchID)
+	for _, m := range mutate {
+		m(object)
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(object)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return nil, fmt.Errorf("encoding nodeclaim: %w", err)

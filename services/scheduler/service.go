@@ -52,6 +52,9 @@ type scheduler struct {
 	recorder    record.EventRecorder
 	claims      dynamic.NamespaceableResourceInterface
 	now         func() time.Time
+	podEvents   *podEvents
+	onceMu      sync.Mutex
+	seen        map[string]time.Time // what was logged and told once (see once)
 }
 
 func newScheduler(ctx context.Context, cfg config, rt *service.Runtime) (*scheduler, error) {
@@ -60,7 +63,7 @@ func newScheduler(ctx context.Context, cfg config, rt *service.Runtime) (*schedu
 		return nil, fmt.Errorf("creating dynamic client: %w", err)
 	}
 	cl, err := clusterstate.New(rt.Kube, dyn, clusterstate.Want{Pods: clusterstate.AllPods, Nodes: true, DaemonSets: true, Volumes: true,
-		NodeClaims: true, Pools: true, NodeClasses: true}, rt.Log)
+		NodeClaims: true, Pools: true, NodeClasses: true, PDBs: true}, rt.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +71,10 @@ func newScheduler(ctx context.Context, cfg config, rt *service.Runtime) (*schedu
 		claims: dyn.Resource(clusterstate.NodeClaims), recorder: rt.Events}
 	s.unavailable = offerings.NewUnavailable(s.now)
 	s.recent = newRecent(s.now)
+	s.podEvents = newPodEvents(s.now)
+	if _, err := cl.Pods.AddEventHandler(s.podEvents.handler()); err != nil {
+		return nil, fmt.Errorf("watching pods: %w", err)
+	}
 	// A NodeClaim that goes away no longer holds the pods nominated to it.
 	if _, err := cl.NodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
 		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
@@ -110,10 +117,11 @@ func (s *scheduler) schedule(ctx context.Context) {
 	if err := s.catalog.watch.Wait(ctx, s.rt.Log); err != nil {
 		return
 	}
-	// The leader's two loops: reconcile republishes the LaunchIntent of every NodeClaim not
+	// The leader's loops: reconcile republishes the LaunchIntent of every NodeClaim not
 	// launched yet (a crash between creating a claim and publishing its intent loses nothing;
 	// JetStream's dedup on the claim name makes a repeat free); endUnfulfillable ends the
-	// nominations ready nodes cannot honour.
+	// nominations ready nodes cannot honour; disrupt consolidates and replaces
+	// drifted nodes (disruption.go).
 	var loops sync.WaitGroup
 	loops.Go(func() {
 		_ = service.Every(ctx, s.cfg.Reconcile, func() {
@@ -126,6 +134,13 @@ func (s *scheduler) schedule(ctx context.Context) {
 		_ = service.Every(ctx, s.cfg.NominationCheck, func() {
 			if err := s.endUnfulfillable(ctx); err != nil && ctx.Err() == nil {
 				s.rt.Log.Warn().Err(err).Msg("ending nominations nodes cannot honour")
+			}
+		})
+	})
+	loops.Go(func() {
+		_ = service.Every(ctx, s.cfg.DisruptionInterval, func() {
+			if err := s.disrupt(ctx); err != nil && ctx.Err() == nil {
+				s.rt.Log.Warn().Err(err).Msg("deciding disruptions")
 			}
 		})
 	})

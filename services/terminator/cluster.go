@@ -14,6 +14,7 @@ import (
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1alpha5"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/service"
 )
@@ -136,15 +137,22 @@ func emptyAfter(d karpv1.Disruption) *time.Duration {
 // candidates describes every launched NodeClaim for the decision stages.
 func (k *kube) candidates() []candidate {
 	pols := k.policies()
+	claims := k.cache.Claims()
+	names := make(map[string]bool, len(claims))
+	for _, nc := range claims {
+		names[nc.Name] = true
+	}
+	exists := func(name string) bool { return names[name] }
 	var out []candidate
-	for _, nc := range k.cache.Claims() {
+	for _, nc := range claims {
 		if nc.Status.ProviderID == "" {
 			continue
 		}
 		c := candidate{claimRef: refOf(nc), Created: nc.CreationTimestamp.Time, Initialized: nc.IsTrue(karpv1.ConditionTypeInitialized),
 			RegisterBy: registerBy(nc, k.registrationTTL),
 			Disrupting: nc.DeletionTimestamp != nil, EmptyAfter: pols[poolOf(nc.Labels)], ExpireAfter: nc.Spec.ExpireAfter.Duration,
-			ClaimUnfinalized: nc.Status.NodeName != "" && nc.DeletionTimestamp == nil && !finalized(nc)}
+			ClaimUnfinalized: nc.Status.NodeName != "" && nc.DeletionTimestamp == nil && !finalized(nc),
+			Replacing:        disruption.Replacing(nc, exists)}
 		if c.NodeName != "" {
 			node, ok := k.cache.Node(c.NodeName)
 			if !ok {

@@ -50,6 +50,8 @@ func TestDecide(t *testing.T) {
 		{"not initialized yet", node(func(c *candidate) { c.Initialized = false }), t0.Add(time.Hour), 0, "", 0},
 		{"already being disrupted", node(emptySince(t0), func(c *candidate) { c.Disrupting = true }), t0.Add(time.Hour), 0, "", 0},
 		{"empty but the node is do-not-disrupt", node(emptySince(t0), blockedBy("node ip-1")), t0.Add(time.Minute), blocked, "", 0},
+		{"a replacement waiting for the pods of the node it replaces is not empty", node(func(c *candidate) { c.Replacing = true }), t0.Add(time.Hour), 0, "", 0},
+		{"a replacement marked empty before it waited is unmarked", node(emptySince(t0), func(c *candidate) { c.Replacing = true }), t0.Add(time.Hour), unmarkEmpty, "", 0},
 		{"expired", node(busy, expireAfter(time.Hour)), t0.Add(time.Hour), terminate, "uid-a/expired", commonv1.TerminationReason_TERMINATION_REASON_EXPIRED},
 		{"not expired yet", node(busy, expireAfter(time.Hour)), t0.Add(59 * time.Minute), 0, "", 0},
 		{"expired but a do-not-disrupt pod holds it", node(busy, expireAfter(time.Hour), blockedBy("pod default/keep")), t0.Add(2 * time.Hour), blocked, "", 0},

@@ -32,6 +32,9 @@ type candidate struct {
 	// Counted: already among its pool's disrupting nodes (the cluster says so, or an intent this
 	// replica published is pending), so terminating it uses no more of the pool's budgets.
 	Counted bool
+	// Replacing: a replacement still waiting for the pods of the node it replaces (see
+	// disruption.Replacing): not empty in any sense that matters yet.
+	Replacing bool
 }
 
 // actionKind is what a decision stage asks for.
@@ -77,6 +80,12 @@ func decide(cands []candidate, pools map[string]*poolBudget, now time.Time) []ac
 // once that reaches the pool's TTL. A pod arriving meanwhile resets the clock.
 func emptiness(c candidate, now time.Time) (action, bool) {
 	if !c.HasNode || c.Disrupting || !c.Initialized {
+		return action{}, false
+	}
+	if c.Replacing {
+		if !c.EmptySince.IsZero() {
+			return action{Kind: unmarkEmpty, Candidate: c, Why: "node replaces another and waits for its pods"}, true
+		}
 		return action{}, false
 	}
 	switch {

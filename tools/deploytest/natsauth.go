@@ -90,9 +90,10 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 		{
 			Name: "scheduler",
 			Comment: "consumes batches, follows unavailable offerings and the catalog, publishes launch " +
-				"intents",
+				"intents and the termination intents of its disruption decisions",
 			Publish: join([]string{
 				p.Of(subject.LaunchIntents),
+				p.Of(subject.TerminationsIntents),
 				p.DeadLetter(p.Of(subject.PodsPending)),
 			}, js, readStream(p.Stream(subject.StreamPods)), readStream(p.Stream(subject.StreamOfferings)),
 				readStream(catalogStream(p))),

@@ -129,6 +129,8 @@ func (s *Stack) StartService(name string) *Service {
 	}
 	args := []string{"--kubeconfig", s.kubeconfigAs(name), "--nats-url", s.NATSURL, "--admin-addr", admin}
 	switch name {
+	case "scheduler":
+		args = append(args, "--disruption-interval", "1s")
 	case "launcher":
 		args = append(args, "--cluster-name", "demo-cluster", "--spot-price-modelled")
 	case "terminator":
