@@ -100,30 +100,60 @@ func poolHashDrift(claim *karpv1.NodeClaim, pool *karpv1.NodePool) (Drift, bool)
 }
 
 // requirementsDrift is Karpenter's RequirementsDrifted: every requirement of the pool must hold
-// for the claim's labels; a key the claim has no label for only holds for NotIn and DoesNotExist.
+// for the claim's labels; a key the claim has no label for holds for NotIn and DoesNotExist, and
+// — since a claim is labelled only with the values it was narrowed to one of, where Karpenter
+// labels every requirement's key — for a requirement the claim's own spec.requirements on that
+// key still meet in part (the pool's requirement as it was when the claim was made, or
+// narrowed since but not away from it). A requirement on a key the claim neither has a label
+// nor a requirement for is one the pool added since: drifted.
 func requirementsDrift(claim *karpv1.NodeClaim, pool *karpv1.NodePool) (Drift, bool) {
 	if pool == nil {
 		return Drift{}, false
 	}
 	for _, r := range pool.Spec.Template.Spec.Requirements {
-		reqs, err := scheduling.NewRequirements(scheduling.Requirement{Key: r.Key, Operator: scheduling.Operator(r.Operator), Values: r.Values})
+		want, err := scheduling.NewRequirements(coreRequirement(r))
 		if err != nil {
 			continue // refused at admission (the CRD's validation): nothing to compare with
 		}
-		if reqs.Matches(claim.Labels) {
+		v, labelled := claim.Labels[r.Key]
+		if labelled && want.Matches(claim.Labels) || !labelled && specMeets(claim, r.Key, want) {
 			continue
 		}
-		want := fmt.Sprintf("%s %s", r.Key, r.Operator)
+		need := fmt.Sprintf("%s %s", r.Key, r.Operator)
 		if len(r.Values) > 0 {
-			want += " " + strings.Join(r.Values, ",")
+			need += " " + strings.Join(r.Values, ",")
 		}
 		have := "has no label " + r.Key
-		if v, ok := claim.Labels[r.Key]; ok {
+		if labelled {
 			have = fmt.Sprintf("has %s=%s", r.Key, v)
 		}
-		return Drift{RequirementsDrifted, fmt.Sprintf("NodePool %s requires %s; the NodeClaim %s", pool.Name, want, have)}, true
+		return Drift{RequirementsDrifted, fmt.Sprintf("NodePool %s requires %s; the NodeClaim %s", pool.Name, need, have)}, true
 	}
 	return Drift{}, false
+}
+
+// specMeets reports whether a claim without a label for key still meets want on it: want
+// allows the label to be absent (NotIn, DoesNotExist), or the claim's spec.requirements on key
+// leave some value want allows.
+func specMeets(claim *karpv1.NodeClaim, key string, want scheduling.Requirements) bool {
+	if want.Matches(map[string]string{}) {
+		return true
+	}
+	var own []scheduling.Requirement
+	for _, r := range claim.Spec.Requirements {
+		if r.Key == key {
+			own = append(own, coreRequirement(r))
+		}
+	}
+	if len(own) == 0 {
+		return false
+	}
+	have, err := scheduling.NewRequirements(own...)
+	return err == nil && have.Compatible(want) == nil
+}
+
+func coreRequirement(r karpv1.NodeSelectorRequirementWithMinValues) scheduling.Requirement {
+	return scheduling.Requirement{Key: r.Key, Operator: scheduling.Operator(r.Operator), Values: r.Values}
 }
 
 func classHashDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, bool) {

@@ -82,6 +82,22 @@ func TestDrifted(t *testing.T) {
 			p.Spec.Template.Spec.Requirements = append(p.Spec.Template.Spec.Requirements,
 				karpv1.NodeSelectorRequirementWithMinValues{Key: "example.com/team", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}})
 		}, RequirementsDrifted, "has no label example.com/team"},
+		{"multi-valued requirement the claim is not labelled for but its spec meets", func(c *karpv1.NodeClaim, p *karpv1.NodePool, _ *ec2v1.EC2NodeClass) {
+			c.Spec.Requirements = append(c.Spec.Requirements,
+				karpv1.NodeSelectorRequirementWithMinValues{Key: "example.com/team", Operator: corev1.NodeSelectorOpIn, Values: []string{"a", "b"}})
+			p.Spec.Template.Spec.Requirements = append(p.Spec.Template.Spec.Requirements,
+				karpv1.NodeSelectorRequirementWithMinValues{Key: "example.com/team", Operator: corev1.NodeSelectorOpIn, Values: []string{"b", "c"}})
+		}, "", ""},
+		{"requirement the claim's spec no longer meets", func(c *karpv1.NodeClaim, p *karpv1.NodePool, _ *ec2v1.EC2NodeClass) {
+			c.Spec.Requirements = append(c.Spec.Requirements,
+				karpv1.NodeSelectorRequirementWithMinValues{Key: "example.com/team", Operator: corev1.NodeSelectorOpIn, Values: []string{"a", "b"}})
+			p.Spec.Template.Spec.Requirements = append(p.Spec.Template.Spec.Requirements,
+				karpv1.NodeSelectorRequirementWithMinValues{Key: "example.com/team", Operator: corev1.NodeSelectorOpIn, Values: []string{"c"}})
+		}, RequirementsDrifted, "requires example.com/team In c; the NodeClaim has no label example.com/team"},
+		{"NotIn on a label the claim lacks", func(_ *karpv1.NodeClaim, p *karpv1.NodePool, _ *ec2v1.EC2NodeClass) {
+			p.Spec.Template.Spec.Requirements = append(p.Spec.Template.Spec.Requirements,
+				karpv1.NodeSelectorRequirementWithMinValues{Key: "example.com/team", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"c"}})
+		}, "", ""},
 		{"DoesNotExist on a label the claim has", func(c *karpv1.NodeClaim, _ *karpv1.NodePool, _ *ec2v1.EC2NodeClass) {
 			c.Labels["example.com/gpu"] = "yes"
 		}, RequirementsDrifted, "example.com/gpu DoesNotExist"},
