@@ -32,6 +32,11 @@ type Pool struct {
 	// which alone its nodes can launch; nil while unknown (not resolved yet, or an
 	// AWSNodeTemplate), when the launcher's subnet choice is the only limit.
 	Zones []string
+	// NodeClassHash is the hash of the pool's EC2NodeClass (EC2NodeClass.Hash) that a NodeClaim
+	// made now records; "" while unknown (the cache holds no node classes, the class does not
+	// exist, or a Provisioner's AWSNodeTemplate, whose translation depends on the launcher's
+	// settings: the launcher records the hash of the class it launched with in any case).
+	NodeClassHash string
 }
 
 // NodeSettings is what the pool's node class decides about its nodes' capacity, for
@@ -90,6 +95,7 @@ func (c *Cache) Pools() []Pool {
 				p.BlockDeviceMappings, p.InstanceStorePolicy = nc.Spec.BlockDeviceMappings, nc.Spec.InstanceStorePolicy
 				p.AMIFamily = nc.ResolvedAMIFamily()
 				p.Zones = subnetZones(nc.Status.Subnets)
+				p.NodeClassHash = nc.Hash()
 			}
 		}
 		out = append(out, p)

@@ -39,7 +39,7 @@ func parseConfig(args []string) (config, error) {
 	fs.IntVar(&c.Workers, "workers", service.EnvInt("LAUNCH_WORKERS", 4), "launches in flight per replica (env LAUNCH_WORKERS)")
 	fs.DurationVar(&c.CatalogRefresh, "catalog-refresh", service.EnvDuration("CATALOG_REFRESH", 5*time.Minute), "how often to republish the instance catalog (env CATALOG_REFRESH)")
 	fs.DurationVar(&c.StatusInterval, "status-interval", service.EnvDuration("STATUS_INTERVAL", 5*time.Second),
-		"how often EC2NodeClass and NodePool statuses are brought up to date (env STATUS_INTERVAL)")
+		"how often EC2NodeClass and NodePool statuses, their hash annotations, and NodeClaims' Drifted conditions are brought up to date (env STATUS_INTERVAL)")
 	fs.DurationVar(&c.TemplateGC, "template-gc-interval", service.EnvDuration("LAUNCH_TEMPLATE_GC_INTERVAL", 5*time.Minute),
 		"how often launch templates and instance profiles of node classes that no longer exist are deleted (env LAUNCH_TEMPLATE_GC_INTERVAL)")
 	fs.DurationVar(&c.ResolverTTL, "resolver-ttl", service.EnvDuration("RESOLVER_TTL", time.Minute), "cache time for subnets, security groups, AMIs and launch templates (env RESOLVER_TTL)")

@@ -8,6 +8,7 @@ const (
 	reasonInsufficientCap   = "InsufficientCapacityError"
 	reasonNodeClassNotReady = "NodeClassNotReady"
 	reasonFailedLaunch      = "FailedLaunch"
+	reasonDrifted           = "Drifted" // the claim no longer matches its NodePool or node class
 )
 
 // failureReason is the event reason of a launch that failed for good.

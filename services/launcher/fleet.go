@@ -19,6 +19,8 @@ type subnet struct {
 	ID     string
 	Zone   string
 	ZoneID string // e.g. use1-az1: the same physical zone in every account, unlike the name
+	// FreeIPs is how many addresses the subnet has left, when it was resolved.
+	FreeIPs int32
 }
 
 // fleetRequest is one instant CreateFleet for one NodeClaim.
@@ -44,6 +46,7 @@ type launched struct {
 	InstanceID   string
 	InstanceType string
 	Zone         string
+	SubnetID     string
 	CapacityType string
 }
 
@@ -136,9 +139,12 @@ func createFleet(ctx context.Context, api EC2API, r fleetRequest) (launched, []O
 			l.CapacityType = r.CapacityType
 		}
 		if o := inst.LaunchTemplateAndOverrides; o != nil && o.Overrides != nil {
-			l.Zone = deref(o.Overrides.AvailabilityZone)
+			l.Zone, l.SubnetID = deref(o.Overrides.AvailabilityZone), deref(o.Overrides.SubnetId)
 			if l.Zone == "" {
-				l.Zone = r.zoneOf(deref(o.Overrides.SubnetId))
+				l.Zone = r.zoneOf(l.SubnetID)
+			}
+			if l.SubnetID == "" {
+				l.SubnetID = r.subnetOf(l.Zone)
 			}
 		}
 		return l, unavailable, nil
@@ -156,6 +162,16 @@ func (r fleetRequest) zoneOf(subnetID string) string {
 	for _, s := range r.Subnets {
 		if s.ID == subnetID {
 			return s.Zone
+		}
+	}
+	return ""
+}
+
+// subnetOf is the request's subnet in the zone (one per zone).
+func (r fleetRequest) subnetOf(zone string) string {
+	for _, s := range r.Subnets {
+		if s.Zone == zone {
+			return s.ID
 		}
 	}
 	return ""

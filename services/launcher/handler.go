@@ -57,6 +57,10 @@ type launchInfo struct {
 	// Node is what the node's capacity is computed under (its class's kubelet settings,
 	// volumes and instance-store policy).
 	Node scheduling.NodeSettings
+	// SecurityGroups the instance was launched with (its launch template's), and the hash of
+	// the node class it was launched with (EC2NodeClass.Hash), for drift detection.
+	SecurityGroups []string
+	ClassHash      string
 }
 
 func zoneIDOf(subnets []subnet, zone string) string {
@@ -103,6 +107,7 @@ type nodeClassSpec struct {
 	PublicIP            *bool // associatePublicIPAddress; nil leaves it to the subnet
 	Monitoring          bool  // detailedMonitoring
 	Context             string
+	Hash                string // EC2NodeClass.Hash of the class (or of the AWSNodeTemplate's translation)
 }
 
 var (
@@ -215,7 +220,7 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 	if err != nil {
 		return launchInfo{}, err
 	}
-	subnets = inZones(subnets, intent.GetZones())
+	subnets = bestPerZone(inZones(subnets, intent.GetZones()))
 	sgs, err := l.resolver.securityGroups(ctx, class.SecurityGroups)
 	if err != nil {
 		return launchInfo{}, err
@@ -295,6 +300,8 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 			Type:           l.typeOf(got.InstanceType),
 			ZoneID:         zoneIDOf(subnets, got.Zone),
 			Node:           nodeSettings(kubeletFor(intent, class), class),
+			SecurityGroups: sgs,
+			ClassHash:      class.Hash,
 		}, nil
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -131,6 +132,23 @@ func (k *kubeClaims) MarkLaunched(ctx context.Context, name string, info launchI
 		if info.ZoneID != "" {
 			nc.Labels[ec2v1.LabelTopologyZoneID] = info.ZoneID
 		}
+		// What drift detection compares with the class later (clusterstate.Drifted): the hash of
+		// the class launched with, replacing the scheduler's (the class may have changed since the
+		// claim was made; a Provisioner's AWSNodeTemplate is hashed only here), and the subnet and
+		// security groups the instance got.
+		if nc.Annotations == nil {
+			nc.Annotations = map[string]string{}
+		}
+		if info.ClassHash != "" {
+			nc.Annotations[ec2v1.AnnotationEC2NodeClassHash] = info.ClassHash
+			nc.Annotations[ec2v1.AnnotationEC2NodeClassHashVersion] = ec2v1.EC2NodeClassHashVersion
+		}
+		if info.SubnetID != "" {
+			nc.Annotations[clusterstate.SubnetAnnotation] = info.SubnetID
+		}
+		if len(info.SecurityGroups) > 0 {
+			nc.Annotations[clusterstate.SecurityGroupsAnnotation] = strings.Join(slices.Sorted(slices.Values(info.SecurityGroups)), ",")
+		}
 		nc.Status.ProviderID = info.ProviderID
 		nc.Status.ImageID = info.ImageID
 		if info.Type != nil {
@@ -202,7 +220,7 @@ func (k *kubeClasses) Get(_ context.Context, ref *commonv1.ObjectRef) (nodeClass
 
 func specOf(nc *ec2v1.EC2NodeClass) nodeClassSpec {
 	s := nodeClassSpec{Name: nc.Name, AMIFamily: nc.ResolvedAMIFamily(), Tags: nc.Spec.Tags,
-		Kubelet: classKubelet(nc.Spec.Kubelet), BlockDeviceMappings: nc.Spec.BlockDeviceMappings}
+		Kubelet: classKubelet(nc.Spec.Kubelet), BlockDeviceMappings: nc.Spec.BlockDeviceMappings, Hash: nc.Hash()}
 	if nc.Spec.InstanceStorePolicy != nil {
 		s.InstanceStorePolicy = *nc.Spec.InstanceStorePolicy
 	}

@@ -10,6 +10,7 @@ type metrics struct {
 	registered  *prometheus.CounterVec
 	initialized *prometheus.CounterVec
 	catalog     *prometheus.CounterVec
+	drifted     *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -28,7 +29,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "NodeClaims whose node became ready and initialized, by pool."}, []string{"nodepool"}),
 		catalog: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_launcher_catalog_refreshes_total",
 			Help: "Catalog refreshes by outcome."}, []string{"outcome"}),
+		drifted: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetwright_nodeclaims_drifted",
+			Help: "Launched NodeClaims that are drifted, by pool and drift reason (NodePoolDrifted, RequirementsDrifted, NodeClassDrift, AMIDrift, SecurityGroupDrift, SubnetDrift)."},
+			[]string{"nodepool", "reason"}),
 	}
-	reg.MustRegister(m.launches, m.createFleet, m.fleetErrors, m.unavailable, m.registered, m.initialized, m.catalog)
+	reg.MustRegister(m.launches, m.createFleet, m.fleetErrors, m.unavailable, m.registered, m.initialized, m.catalog, m.drifted)
 	return m
 }

@@ -76,11 +76,13 @@ func (r *resolver) remember(key string, load func() (any, error)) (any, error) {
 	return v, nil
 }
 
-// subnets resolves subnet selector terms to one subnet per zone: where several match a zone,
-// the one with the most free addresses wins, as Karpenter picks.
+// subnets resolves subnet selector terms to every subnet they match, by zone and, within a
+// zone, the most free addresses first (the order Karpenter prefers them in; bestPerZone picks
+// the one a launch uses). The node class's status lists them all: an instance in any of them is
+// in a subnet of its class (SubnetDrift).
 func (r *resolver) subnets(ctx context.Context, terms []selectorTerm) ([]subnet, error) {
 	v, err := r.remember(fmt.Sprintf("subnets/%v", terms), func() (any, error) {
-		best := map[string]ec2types.Subnet{}
+		byID := map[string]subnet{}
 		for _, t := range terms {
 			in := &ec2.DescribeSubnetsInput{Filters: t.filters()}
 			if t.ID != "" {
@@ -93,18 +95,26 @@ func (r *resolver) subnets(ctx context.Context, terms []selectorTerm) ([]subnet,
 					return nil, fmt.Errorf("describing subnets: %w", err)
 				}
 				for _, s := range page.Subnets {
-					zone := aws.ToString(s.AvailabilityZone)
-					if cur, ok := best[zone]; !ok || aws.ToInt32(s.AvailableIpAddressCount) > aws.ToInt32(cur.AvailableIpAddressCount) {
-						best[zone] = s
-					}
+					id := aws.ToString(s.SubnetId)
+					byID[id] = subnet{ID: id, Zone: aws.ToString(s.AvailabilityZone), ZoneID: aws.ToString(s.AvailabilityZoneId),
+						FreeIPs: aws.ToInt32(s.AvailableIpAddressCount)}
 				}
 			}
 		}
-		out := make([]subnet, 0, len(best))
-		for zone, s := range best {
-			out = append(out, subnet{ID: aws.ToString(s.SubnetId), Zone: zone, ZoneID: aws.ToString(s.AvailabilityZoneId)})
+		out := make([]subnet, 0, len(byID))
+		for _, s := range byID {
+			out = append(out, s)
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i].Zone < out[j].Zone })
+		sort.Slice(out, func(i, j int) bool {
+			a, b := out[i], out[j]
+			if a.Zone != b.Zone {
+				return a.Zone < b.Zone
+			}
+			if a.FreeIPs != b.FreeIPs {
+				return a.FreeIPs > b.FreeIPs
+			}
+			return a.ID < b.ID
+		})
 		return out, nil
 	})
 	if err != nil {
@@ -115,6 +125,20 @@ func (r *resolver) subnets(ctx context.Context, terms []selectorTerm) ([]subnet,
 		return nil, fmt.Errorf("no subnet matches the node class's subnet selector terms %v", terms)
 	}
 	return subnets, nil
+}
+
+// bestPerZone keeps the first subnet of each zone of subnets as resolver.subnets orders them:
+// the one with the most free addresses, which a launch uses, as Karpenter picks.
+func bestPerZone(subnets []subnet) []subnet {
+	var out []subnet
+	seen := map[string]bool{}
+	for _, s := range subnets {
+		if !seen[s.Zone] {
+			seen[s.Zone] = true
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // securityGroups resolves security-group selector terms to ids.

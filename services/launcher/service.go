@@ -109,6 +109,10 @@ func run(ctx context.Context, args []string) error {
 	g.Go(func() error {
 		return service.Every(gctx, cfg.StatusInterval, func() { logErr(l, st.pass(gctx), "updating node class and pool statuses") })
 	})
+	dr := &drifts{launcher: l, cache: stores.cache, store: stores.claims, legacy: stores.classes.legacy}
+	g.Go(func() error {
+		return service.Every(gctx, cfg.StatusInterval, func() { logErr(l, dr.pass(gctx), "recording drifted nodeclaims") })
+	})
 	g.Go(func() error {
 		return service.Every(gctx, cfg.TemplateGC, func() {
 			classes := st.classNames()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
@@ -43,6 +45,8 @@ func (s *statuses) pass(ctx context.Context) error {
 		if !equality.Semantic.DeepEqual(nc.Status, next.Status) {
 			errs = append(errs, writeStatus(ctx, s.classes, next))
 		}
+		errs = append(errs, writeHash(ctx, s.classes, nc.Name, nc.Annotations,
+			ec2v1.AnnotationEC2NodeClassHash, nc.Hash(), ec2v1.AnnotationEC2NodeClassHashVersion, ec2v1.EC2NodeClassHashVersion))
 	}
 	launched := s.launchedByPool()
 	for _, np := range clusterstate.List[karpv1.NodePool](s.cache.NodePools, nil) {
@@ -51,6 +55,8 @@ func (s *statuses) pass(ctx context.Context) error {
 		if !equality.Semantic.DeepEqual(np.Status, next.Status) {
 			errs = append(errs, writeStatus(ctx, s.pools, next))
 		}
+		errs = append(errs, writeHash(ctx, s.pools, np.Name, np.Annotations,
+			karpv1.NodePoolHashAnnotationKey, np.Hash(), karpv1.NodePoolHashVersionAnnotationKey, karpv1.NodePoolHashVersion))
 	}
 	return errors.Join(errs...)
 }
@@ -183,6 +189,25 @@ func writeStatus(ctx context.Context, api dynamic.NamespaceableResourceInterface
 		return nil
 	}
 	return err
+}
+
+// writeHash annotates a NodePool or EC2NodeClass with its hash and hash version, as Karpenter
+// does, when they are not what it has: `kubectl get -o yaml` shows the hash its NodeClaims are
+// compared with. A merge patch of the two annotations only: it cannot undo anyone's other
+// change, and replicas that race write the same thing.
+func writeHash(ctx context.Context, api dynamic.NamespaceableResourceInterface, name string, have map[string]string,
+	hashKey, hash, versionKey, version string) error {
+	if hash == "" || have[hashKey] == hash && have[versionKey] == version {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{hashKey: hash, versionKey: version}}})
+	if err != nil {
+		return err
+	}
+	if _, err := api.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("annotating %s with its hash: %w", name, err)
+	}
+	return nil
 }
 
 // classNames are the node classes that exist, of both generations.

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
+	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
@@ -83,6 +84,14 @@ func nodeClaimObject(c scheduling.NodeClaim, p poolView, batchID string) *karpv1
 	}
 	for k, v := range p.annotations {
 		nc.Annotations[k] = v
+	}
+	// What the claim is made from, for drift detection (clusterstate.Drifted): the pool's hash
+	// and its node class's (which the launcher records again from the class it launches with).
+	nc.Annotations[karpv1.NodePoolHashAnnotationKey] = p.hash
+	nc.Annotations[karpv1.NodePoolHashVersionAnnotationKey] = karpv1.NodePoolHashVersion
+	if p.classHash != "" {
+		nc.Annotations[ec2v1.AnnotationEC2NodeClassHash] = p.classHash
+		nc.Annotations[ec2v1.AnnotationEC2NodeClassHashVersion] = ec2v1.EC2NodeClassHashVersion
 	}
 	for k, v := range c.Labels {
 		nc.Labels[k] = v

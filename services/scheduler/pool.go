@@ -24,6 +24,9 @@ type poolView struct {
 	annotations map[string]string
 	// kubelet settings of the pool's node class, for the LaunchIntent.
 	kubelet *launchv1.KubeletConfig
+	// hash of the pool (NodePool.Hash) and of its node class (EC2NodeClass.Hash; "" while
+	// unknown), recorded on each NodeClaim for drift detection.
+	hash, classHash string
 }
 
 // corePool converts a v1 NodePool into the core's pool.

@@ -42,7 +42,8 @@ func (s *scheduler) read() (view, error) {
 			core.Requirements = append(core.Requirements, scheduling.Requirement{Key: scheduling.LabelZone, Operator: scheduling.OpIn, Values: p.Zones})
 		}
 		v.pools = append(v.pools, poolView{core: core, legacy: p.Legacy, uid: p.UID, spec: p.Spec.Template.Spec,
-			annotations: p.Spec.Template.ObjectMeta.Annotations, kubelet: clusterstate.KubeletConfig(p.Kubelet)})
+			annotations: p.Spec.Template.ObjectMeta.Annotations, kubelet: clusterstate.KubeletConfig(p.Kubelet),
+			hash: p.Hash(), classHash: p.NodeClassHash})
 	}
 	sortPools(v.pools)
 	for _, nc := range s.cluster.Claims() {
