@@ -198,6 +198,9 @@ func newConsolidator(in *ConsolidationInput) (*consolidator, error) {
 			return nil, fmt.Errorf("consolidation: candidate %q: capacity type %q is neither %s nor %s", c.Node, c.CapacityType, CapacityTypeSpot, CapacityTypeOnDemand)
 		}
 		n := &in.Nodes[i]
+		if c.NodePool != n.NodePool {
+			return nil, fmt.Errorf("consolidation: candidate %q names nodepool %q, its node is in %q", c.Node, c.NodePool, n.NodePool)
+		}
 		for j := range n.Pods {
 			p := &n.Pods[j]
 			if !movable(p) {

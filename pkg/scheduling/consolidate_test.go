@@ -418,6 +418,7 @@ func TestConsolidateRefusesBadInput(t *testing.T) {
 		{"twice", func(in *ConsolidationInput) { in.Candidates = append(in.Candidates, in.Candidates[0]) }, `candidate "a" listed twice`},
 		{"lifetime unset", func(in *ConsolidationInput) { in.Candidates[0].LifetimeRemaining = 0 }, "lifetime remaining 0 is outside (0, 1]"},
 		{"capacity type", func(in *ConsolidationInput) { in.Candidates[0].CapacityType = "" }, `capacity type "" is neither`},
+		{"pool mismatch", func(in *ConsolidationInput) { in.Candidates[0].NodePool = "other" }, `candidate "a" names nodepool "other", its node is in "default"`},
 		{"min savings", func(in *ConsolidationInput) { in.MinSavings = map[string]float64{"default": 1.5} }, "MinSavings[default] 1.5 is not a share in [0, 1)"},
 	}
 	for _, tt := range tests {
