@@ -183,7 +183,10 @@ func TestConsolidate(t *testing.T) {
 		})
 	}
 	ds := func(uid string) Pod {
-		return pod(uid, func(p *Pod) { p.Owner = OwnerReference{Kind: "DaemonSet", Name: "agent"}; p.Requests[ResourceCPU] = 100 })
+		return pod(uid, func(p *Pod) {
+			p.Owner = OwnerReference{Kind: "DaemonSet", Name: "agent"}
+			p.Requests[ResourceCPU] = 100
+		})
 	}
 
 	tests := []struct {
