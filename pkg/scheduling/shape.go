@@ -307,7 +307,19 @@ func nthAnyway(p *Pod, n int) TopologySpreadConstraint {
 	return TopologySpreadConstraint{}
 }
 
+// anyPreferNoSchedule reports whether any pool or node has a PreferNoSchedule taint (worked out
+// once: neither changes during a solve).
 func (s *solver) anyPreferNoSchedule() bool {
+	if s.pns == 0 {
+		s.pns = 2
+		if s.findPreferNoSchedule() {
+			s.pns = 1
+		}
+	}
+	return s.pns == 1
+}
+
+func (s *solver) findPreferNoSchedule() bool {
 	for _, p := range s.pools {
 		for _, t := range p.np.Taints {
 			if t.Effect == EffectPreferNoSchedule {

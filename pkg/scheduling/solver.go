@@ -61,10 +61,10 @@ type solver struct {
 
 	pods    []*podState
 	nodes   []*target // existing nodes and in-flight claims
-	// nodeTree finds the nodes with room for a pod (kept current as pods land on nodes).
-	nodeTree *nodeTree
 	claims  []*target // new claims, in creation order
 	targets []*target // all, by id
+	// nodeTree finds the nodes with room for a pod (kept current as pods land on nodes).
+	nodeTree *nodeTree
 
 	relaxations []Relaxation
 	unplaced    map[*podState]string
@@ -73,6 +73,8 @@ type solver struct {
 
 	scratch bitset
 	domBuf  []int
+
+	pns int8 // anyPreferNoSchedule: 0 not yet known, 1 yes, 2 no
 
 	// claimCap caps the new claims a run may open (-1: no cap); consolidation allows one.
 	claimCap int
