@@ -218,6 +218,9 @@ func newConsolidator(in *ConsolidationInput) (*consolidator, error) {
 		}
 	}
 	k.base.SkipImprovement = true
+	if len(in.Candidates) == 0 {
+		return k, nil
+	}
 	s, err := newSolverWith(&k.base, moving)
 	if err != nil {
 		return nil, fmt.Errorf("consolidation: %w", err)
@@ -461,6 +464,9 @@ func (k *consolidator) whyNot(ps *podState) string {
 // pass runs multi-node then single-node consolidation.
 func (k *consolidator) pass() ConsolidationResult {
 	var res ConsolidationResult
+	if len(k.cands) == 0 {
+		return res
+	}
 	remaining := map[string]int{}
 	for name, n := range k.in.Allowed {
 		remaining[name] = n
