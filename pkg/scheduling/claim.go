@@ -42,6 +42,7 @@ func (s *solver) tryExisting(ps *podState, t *target) bool {
 		return false
 	}
 	t.used.add(ps.req)
+	s.nodeTree.update(t.id, t)
 	s.commonCommit(ps, t)
 	return true
 }

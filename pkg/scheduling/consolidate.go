@@ -175,10 +175,11 @@ func newConsolidator(in *ConsolidationInput) (*consolidator, error) {
 			return nil, err
 		}
 	}
-	// The pods that may move are compiled as the solve's pending pods, so their topology terms
-	// have groups and their shapes are built once.
+	// The pods that may move have their topology terms compiled into groups, and their shapes
+	// built once.
 	seenCand := map[string]bool{}
 	uids := map[string]string{}
+	var moving []*Pod
 	for _, c := range in.Candidates {
 		i, ok := nodeIdx[c.Node]
 		if !ok {
@@ -198,6 +199,9 @@ func newConsolidator(in *ConsolidationInput) (*consolidator, error) {
 			return nil, fmt.Errorf("consolidation: candidate %q: capacity type %q is neither %s nor %s", c.Node, c.CapacityType, CapacityTypeSpot, CapacityTypeOnDemand)
 		}
 		n := &in.Nodes[i]
+		if c.NodePool != n.NodePool {
+			return nil, fmt.Errorf("consolidation: candidate %q names nodepool %q, its node is in %q", c.Node, c.NodePool, n.NodePool)
+		}
 		for j := range n.Pods {
 			p := &n.Pods[j]
 			if !movable(p) {
@@ -210,34 +214,36 @@ func newConsolidator(in *ConsolidationInput) (*consolidator, error) {
 				return nil, fmt.Errorf("consolidation: pod UID %s is on both %s and %s", p.UID, other, n.Name)
 			}
 			uids[p.UID] = n.Name
-			k.base.Pods = append(k.base.Pods, *p)
+			moving = append(moving, p)
 		}
 	}
 	k.base.SkipImprovement = true
-	s, err := newSolver(&k.base)
+	if len(in.Candidates) == 0 {
+		return k, nil
+	}
+	s, err := newSolverWith(&k.base, moving)
 	if err != nil {
 		return nil, fmt.Errorf("consolidation: %w", err)
 	}
 	k.s = s
 	s.claimCap = 1
 	s.newID = func() string { return "" }
-	byUID := make(map[string]*podState, len(s.pods))
-	for _, ps := range s.pods {
-		byUID[ps.pod.UID] = ps
-	}
 	for _, c := range in.Candidates {
 		i := nodeIdx[c.Node]
 		cs := &candState{Candidate: c, target: s.nodes[i], spot: c.CapacityType == CapacityTypeSpot, pool: s.poolNamed(in.Nodes[i].NodePool)}
-		var moving []Pod
+		var costed []Pod
 		for j := range in.Nodes[i].Pods {
 			p := &in.Nodes[i].Pods[j]
 			if movable(p) {
-				cs.pods = append(cs.pods, byUID[p.UID])
-				moving = append(moving, *p)
+				ps := &podState{pod: p, req: s.podRequests(p)}
+				ps.shape = s.shapeFor(ps)
+				ps.shape0 = ps.shape
+				cs.pods = append(cs.pods, ps)
+				costed = append(costed, *p)
 			}
 		}
 		sort.SliceStable(cs.pods, func(a, b int) bool { return podLess(cs.pods[a], cs.pods[b]) })
-		cs.cost = DisruptionCost(moving, c.LifetimeRemaining)
+		cs.cost = DisruptionCost(costed, c.LifetimeRemaining)
 		capacity := in.Nodes[i].Capacity
 		if capacity == nil {
 			capacity = in.Nodes[i].Allocatable
@@ -289,18 +295,16 @@ func (k *consolidator) snapshot() {
 	}
 }
 
-// restore puts back the state a trial changed: the nodes it touched, topology counts, pool
-// charges, claims.
+// restore puts back the state a trial changed: the nodes it touched (existing nodes only),
+// topology counts, pool charges, claims.
 func (k *consolidator) restore(touched []*target) {
 	s := k.s
 	for _, t := range touched {
 		t.removed = false
-		if t.node == nil || t.id >= len(k.baseUsed) {
-			continue
-		}
 		copy(t.used, k.baseUsed[t.id])
 		t.ports = t.ports[:k.basePorts[t.id]]
 		t.pods = t.pods[:0]
+		s.nodeTree.update(t.id, t)
 	}
 	for i, g := range s.topo.groups {
 		g.counts = append(g.counts[:0], k.baseCounts[i]...)
@@ -359,6 +363,7 @@ func (k *consolidator) consider(cs []*candState, explain bool) (*Command, string
 	var pods []*podState
 	for _, c := range cs {
 		c.target.removed = true
+		s.nodeTree.update(c.target.id, c.target)
 		touched = append(touched, c.target)
 		for _, ch := range k.charges(c) {
 			if ch.owner {
@@ -459,6 +464,9 @@ func (k *consolidator) whyNot(ps *podState) string {
 // pass runs multi-node then single-node consolidation.
 func (k *consolidator) pass() ConsolidationResult {
 	var res ConsolidationResult
+	if len(k.cands) == 0 {
+		return res
+	}
 	remaining := map[string]int{}
 	for name, n := range k.in.Allowed {
 		remaining[name] = n

@@ -183,7 +183,10 @@ func TestConsolidate(t *testing.T) {
 		})
 	}
 	ds := func(uid string) Pod {
-		return pod(uid, func(p *Pod) { p.Owner = OwnerReference{Kind: "DaemonSet", Name: "agent"}; p.Requests[ResourceCPU] = 100 })
+		return pod(uid, func(p *Pod) {
+			p.Owner = OwnerReference{Kind: "DaemonSet", Name: "agent"}
+			p.Requests[ResourceCPU] = 100
+		})
 	}
 
 	tests := []struct {
@@ -344,6 +347,25 @@ func TestConsolidate(t *testing.T) {
 				t.Fatalf("rejection %q", got)
 			}
 		}},
+		{"a failed trial frees what it took", func() ConsolidationInput {
+			port := func(uid string, opts ...func(*Pod)) Pod {
+				return pod(uid, append(opts, func(p *Pod) { p.HostPorts = []HostPort{{Port: 8080}} })...)
+			}
+			huge := pod("a-huge", func(p *Pod) { p.Requests[ResourceCPU] = 30000; p.DeletionCost = math.MinInt32 })
+			in := input(nil, nodeOf("a", &def, c5x8, "z1", od, huge, port("a-port")),
+				nodeOf("b", &def, c5x4, "z1", od, port("b-port")), nodeOf("c", &def, c5x4, "z1", od))
+			in.Candidates = candidatesOf(types, in.Nodes, "a", "b")
+			return in
+		}, func(t *testing.T, in ConsolidationInput, res ConsolidationResult) {
+			// a goes first (its huge pod is cheap to disrupt) and fails, after its port pod
+			// took c's port 8080 in the trial; b's port pod then needs that port on c.
+			if !strings.HasPrefix(rejection(res, "a"), "pods would not fit: default/a-huge: ") {
+				t.Fatalf("rejections %v", res.Rejected)
+			}
+			if res.Command == nil || !reflect.DeepEqual(res.Command.Placements, []Placement{{PodUID: "b-port", Node: "c"}}) {
+				t.Fatalf("want b's pod moved to c, got %+v", res.Command)
+			}
+		}},
 		{"budget of zero", func() ConsolidationInput {
 			in := input([]NodePool{def}, nodeOf("a", &def, c5x4, "z1", od, pod("a1")), nodeOf("b", &def, c5x4, "z1", od, pod("b1")))
 			in.Candidates = candidatesOf(types, in.Nodes)
@@ -418,6 +440,7 @@ func TestConsolidateRefusesBadInput(t *testing.T) {
 		{"twice", func(in *ConsolidationInput) { in.Candidates = append(in.Candidates, in.Candidates[0]) }, `candidate "a" listed twice`},
 		{"lifetime unset", func(in *ConsolidationInput) { in.Candidates[0].LifetimeRemaining = 0 }, "lifetime remaining 0 is outside (0, 1]"},
 		{"capacity type", func(in *ConsolidationInput) { in.Candidates[0].CapacityType = "" }, `capacity type "" is neither`},
+		{"pool mismatch", func(in *ConsolidationInput) { in.Candidates[0].NodePool = "other" }, `candidate "a" names nodepool "other", its node is in "default"`},
 		{"min savings", func(in *ConsolidationInput) { in.MinSavings = map[string]float64{"default": 1.5} }, "MinSavings[default] 1.5 is not a share in [0, 1)"},
 	}
 	for _, tt := range tests {
@@ -516,7 +539,9 @@ func randomCluster(seed uint64) ConsolidationInput {
 
 // TestConsolidateProperties: on random clusters every command checks out (checkCommand: the
 // moves hold every constraint and re-solve with nothing unschedulable), budgets hold, every
-// candidate not chosen has a reason, and the same input gives the same result.
+// candidate not chosen has a reason, each rejection and single-node command is what the
+// candidate alone gets (no trial leaks state into the next), and the same input gives the
+// same result.
 func TestConsolidateProperties(t *testing.T) {
 	commands := 0
 	for seed := uint64(0); seed < 150; seed++ {
@@ -541,6 +566,16 @@ func TestConsolidateProperties(t *testing.T) {
 				if r.Reason == "" {
 					t.Fatalf("%s rejected without a reason", r.Node)
 				}
+				// The trials before it left nothing behind: alone, it is judged the same.
+				if got := rejection(consolidate(t, only(in, r.Node)), r.Node); got != r.Reason {
+					t.Fatalf("%s rejected for %q in the pass, %q alone", r.Node, r.Reason, got)
+				}
+			}
+			if cmd := res.Command; cmd != nil && len(cmd.Nodes) == 1 {
+				alone := consolidate(t, only(in, cmd.Nodes[0]))
+				if !reflect.DeepEqual(alone.Command, cmd) {
+					t.Fatalf("command in the pass %+v, alone %+v", cmd, alone.Command)
+				}
 			}
 			again, err := Consolidate(randomCluster(seed))
 			if err != nil {
@@ -554,6 +589,18 @@ func TestConsolidateProperties(t *testing.T) {
 	if commands < 20 {
 		t.Fatalf("only %d of 150 clusters gave a command: the property is barely exercised", commands)
 	}
+}
+
+// only keeps one candidate.
+func only(in ConsolidationInput, node string) ConsolidationInput {
+	out := in
+	out.Candidates = nil
+	for _, c := range in.Candidates {
+		if c.Node == node {
+			out.Candidates = append(out.Candidates, c)
+		}
+	}
+	return out
 }
 
 // TestConsolidateSettles applies commands until none is left: each one checks out against the

@@ -125,12 +125,16 @@ func affinityTerm(p *Pod, k gkind, t PodAffinityTerm) termSpec {
 	return termSpec{kind: k, key: t.TopologyKey, namespaces: ns, selector: t.LabelSelector}
 }
 
-// compilePods builds topology groups from every term any pod may use, then each pod's shape,
+// compilePods builds topology groups from every term any pod (pending or extra) may use, then
+// each pending pod's shape,
 // and sorts pods: larger requests first, then older, then by UID.
-func (s *solver) compilePods() error {
+func (s *solver) compilePods(extra []*Pod) error {
 	var specs []termSpec
 	for i := range s.in.Pods {
 		specs = append(specs, topologyTerms(&s.in.Pods[i], relaxState{})...)
+	}
+	for _, p := range extra {
+		specs = append(specs, topologyTerms(p, relaxState{})...)
 	}
 	for i := range s.in.Nodes {
 		for j := range s.in.Nodes[i].Pods {
@@ -303,7 +307,19 @@ func nthAnyway(p *Pod, n int) TopologySpreadConstraint {
 	return TopologySpreadConstraint{}
 }
 
+// anyPreferNoSchedule reports whether any pool or node has a PreferNoSchedule taint (worked out
+// once: neither changes during a solve).
 func (s *solver) anyPreferNoSchedule() bool {
+	if s.pns == 0 {
+		s.pns = 2
+		if s.findPreferNoSchedule() {
+			s.pns = 1
+		}
+	}
+	return s.pns == 1
+}
+
+func (s *solver) findPreferNoSchedule() bool {
 	for _, p := range s.pools {
 		for _, t := range p.np.Taints {
 			if t.Effect == EffectPreferNoSchedule {

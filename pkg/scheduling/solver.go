@@ -63,6 +63,8 @@ type solver struct {
 	nodes   []*target // existing nodes and in-flight claims
 	claims  []*target // new claims, in creation order
 	targets []*target // all, by id
+	// nodeTree finds the nodes with room for a pod (kept current as pods land on nodes).
+	nodeTree *nodeTree
 
 	relaxations []Relaxation
 	unplaced    map[*podState]string
@@ -72,11 +74,17 @@ type solver struct {
 	scratch bitset
 	domBuf  []int
 
+	pns int8 // anyPreferNoSchedule: 0 not yet known, 1 yes, 2 no
+
 	// claimCap caps the new claims a run may open (-1: no cap); consolidation allows one.
 	claimCap int
 }
 
-func newSolver(in *Input) (*solver, error) {
+func newSolver(in *Input) (*solver, error) { return newSolverWith(in, nil) }
+
+// newSolverWith also builds topology groups for the terms of extra pods, which are not
+// pending but may be placed later (consolidation's moving pods).
+func newSolverWith(in *Input, extra []*Pod) (*solver, error) {
 	s := &solver{in: in, reqs: newReqTable(), shapes: map[string]*shape{}, unplaced: map[*podState]string{}, claimCap: -1}
 	s.clock = in.Clock
 	if s.clock == nil {
@@ -95,7 +103,7 @@ func newSolver(in *Input) (*solver, error) {
 		return nil, err
 	}
 	s.compileNodes()
-	if err := s.compilePods(); err != nil {
+	if err := s.compilePods(extra); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -269,6 +277,7 @@ func (s *solver) compileNodes() {
 		s.nodes = append(s.nodes, t)
 		s.targets = append(s.targets, t)
 	}
+	s.nodeTree = newNodeTree(s.nodes, len(s.ix.names))
 }
 
 // capacityVec is a node's capacity as charged against its pool's limits: its resources, and
@@ -337,10 +346,8 @@ func (s *solver) place(ps *podState) bool {
 	if sh.err != nil {
 		return false
 	}
-	for _, t := range s.nodes {
-		if s.tryExisting(ps, t) {
-			return true
-		}
+	if s.nodeTree.each(ps.req, func(i int) bool { return s.tryExisting(ps, s.nodes[i]) }) {
+		return true
 	}
 	for i := len(s.claims) - 1; i >= 0; i-- {
 		if c := s.claims[i]; !c.deleted && s.tryClaim(ps, c) {
