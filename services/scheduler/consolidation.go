@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
@@ -40,6 +41,7 @@ func (s *scheduler) disrupt(ctx context.Context) error {
 // consolidate finds at most one consolidation and decides it.
 func (s *scheduler) consolidate(ctx context.Context, st *disruptionState) error {
 	cands, blocked, causes := s.candidates(st)
+	s.markConsolidatable(ctx, st)
 	in := scheduling.ConsolidationInput{
 		Input:             s.input(st.v, s.withDeletionCosts(st.nodes, cands), nil),
 		Candidates:        cands,
@@ -98,6 +100,27 @@ func (s *scheduler) consolidate(ctx context.Context, st *disruptionState) error 
 	}
 	return s.decide(ctx, st, decisionSpec{reason: karpv1.DisruptionReasonUnderutilized, action: string(cmd.Kind), old: old,
 		replacements: reps, why: cmd.Why, savings: cmd.SavingsUSDPerHour})
+}
+
+// markConsolidatable keeps Karpenter's Consolidatable condition: True on the claims of
+// consolidating pools that have been candidates for their pool's consolidateAfter, removed once
+// a pod arrives or leaves.
+func (s *scheduler) markConsolidatable(ctx context.Context, st *disruptionState) {
+	for name, ok := range st.consolidatable {
+		nc := st.claims[name]
+		var err error
+		switch has := nc.IsTrue(karpv1.ConditionTypeConsolidatable); {
+		case ok && !has:
+			err = s.setCondition(ctx, nc, metav1.Condition{Type: karpv1.ConditionTypeConsolidatable, Status: metav1.ConditionTrue,
+				Reason: "Consolidatable", Message: "no pod arrived on or left the node for its pool's consolidateAfter",
+				LastTransitionTime: metav1.NewTime(st.now)}, false)
+		case !ok && nc.Condition(karpv1.ConditionTypeConsolidatable) != nil:
+			err = s.setCondition(ctx, nc, metav1.Condition{Type: karpv1.ConditionTypeConsolidatable}, true)
+		}
+		if err != nil {
+			s.rt.Log.Warn().Err(err).Str("nodeclaim", name).Msg("updating the Consolidatable condition")
+		}
+	}
 }
 
 func candidateOf(cands []scheduling.Candidate, node string) (scheduling.Candidate, bool) {

@@ -18,6 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
@@ -93,6 +96,15 @@ func (s *scheduler) decide(ctx context.Context, st *disruptionState, d decisionS
 	for _, nc := range d.old {
 		if err := s.annotateClaim(ctx, nc.Name, decisionKey, string(raw)); err != nil {
 			return err
+		}
+	}
+	for _, nc := range d.old {
+		// Karpenter's condition: the claim is being disrupted, and why (best effort: the
+		// annotation is the record).
+		cond := metav1.Condition{Type: karpv1.ConditionTypeDisruptionReason, Status: metav1.ConditionTrue, Reason: string(d.reason),
+			Message: d.why, LastTransitionTime: metav1.NewTime(st.now)}
+		if err := s.setCondition(ctx, nc, cond, false); err != nil {
+			s.rt.Log.Warn().Err(err).Str("nodeclaim", nc.Name).Msg("recording the disruption reason")
 		}
 	}
 	s.metrics.decisions.WithLabelValues(string(d.reason), d.action).Inc()
@@ -264,6 +276,11 @@ func (s *scheduler) abandon(ctx context.Context, nc *karpv1.NodeClaim, rec decis
 	if err := s.annotateClaim(ctx, nc.Name, decisionKey, ""); err != nil {
 		return err
 	}
+	if latest, ok := s.cluster.Claim(nc.Name); ok {
+		if err := s.setCondition(ctx, latest, metav1.Condition{Type: karpv1.ConditionTypeDisruptionReason}, true); err != nil {
+			s.rt.Log.Warn().Err(err).Str("nodeclaim", nc.Name).Msg("clearing the disruption reason")
+		}
+	}
 	s.metrics.abandoned.WithLabelValues(string(rec.Reason)).Inc()
 	msg := fmt.Sprintf("abandoned %s of this node: %s", strings.ToLower(string(rec.Reason)), why)
 	s.rt.Log.Warn().Str("nodeclaim", nc.Name).Strs("replacements", rec.Replacements).Msg(msg)
@@ -287,6 +304,31 @@ func (s *scheduler) annotateClaim(ctx context.Context, name, key, value string) 
 	}
 	if err != nil {
 		return fmt.Errorf("annotating nodeclaim %s: %w", name, err)
+	}
+	return nil
+}
+
+// setCondition sets (or, with remove, removes) a condition on a NodeClaim's status, from the
+// cached object: a conflict (it changed since) is left for the next pass.
+func (s *scheduler) setCondition(ctx context.Context, nc *karpv1.NodeClaim, c metav1.Condition, remove bool) error {
+	cur := nc.DeepCopy()
+	if remove {
+		if !meta.RemoveStatusCondition(&cur.Status.Conditions, c.Type) {
+			return nil
+		}
+	} else if !cur.SetCondition(c) {
+		return nil
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(cur)
+	if err != nil {
+		return err
+	}
+	_, err = s.claims.UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("updating the %s condition of nodeclaim %s: %w", c.Type, nc.Name, err)
 	}
 	return nil
 }

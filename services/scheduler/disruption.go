@@ -134,6 +134,9 @@ type disruptionState struct {
 	pdbs   []*policyv1.PodDisruptionBudget
 	// counts of each pool's claims and of those disrupting, for budgets
 	total, disrupting map[string]int
+	// consolidatable: claims of consolidating pools, and whether each has been a candidate
+	// (no pod arrived or left) for its pool's consolidateAfter.
+	consolidatable map[string]bool
 }
 
 func (s *scheduler) readDisruption() (*disruptionState, error) {
@@ -142,7 +145,8 @@ func (s *scheduler) readDisruption() (*disruptionState, error) {
 		return nil, err
 	}
 	st := &disruptionState{v: v, now: s.now(), pools: map[string]clusterstate.Pool{}, claims: map[string]*karpv1.NodeClaim{},
-		byNode: map[string]*karpv1.NodeClaim{}, total: map[string]int{}, disrupting: map[string]int{}, pdbs: s.cluster.AllPDBs()}
+		byNode: map[string]*karpv1.NodeClaim{}, total: map[string]int{}, disrupting: map[string]int{}, pdbs: s.cluster.AllPDBs(),
+		consolidatable: map[string]bool{}}
 	for _, p := range s.cluster.Pools() {
 		st.pools[p.Name] = p
 	}
@@ -303,6 +307,7 @@ func (s *scheduler) candidates(st *disruptionState) (cands []scheduling.Candidat
 		if !ok {
 			continue
 		}
+		st.consolidatable[nc.Name] = false
 		node, ok := s.cluster.Node(nc.Status.NodeName)
 		if !ok || disruption.Disrupting(nc, node) {
 			continue
@@ -318,6 +323,7 @@ func (s *scheduler) candidates(st *disruptionState) (cands []scheduling.Candidat
 		if st.now.Sub(since) < after {
 			continue
 		}
+		st.consolidatable[nc.Name] = true
 		if why, cause := blocker(node, pods, st.pdbs); why != "" {
 			blocked = append(blocked, scheduling.Rejection{Node: node.Name, Reason: why})
 			causes[node.Name] = cause
@@ -326,6 +332,9 @@ func (s *scheduler) candidates(st *disruptionState) (cands []scheduling.Candidat
 		c := scheduling.Candidate{Node: node.Name, NodePool: p.Name, InstanceType: node.Labels[scheduling.LabelInstanceType],
 			CapacityType: node.Labels[scheduling.LabelCapacityType], Zone: node.Labels[scheduling.LabelZone], LifetimeRemaining: 1}
 		c.PriceUSDPerHour, ok = offeringPrice(st.v, c.InstanceType, c.CapacityType, c.Zone)
+		if c.CapacityType != scheduling.CapacityTypeSpot && c.CapacityType != scheduling.CapacityTypeOnDemand {
+			ok = false
+		}
 		if !ok {
 			blocked = append(blocked, scheduling.Rejection{Node: node.Name, Reason: fmt.Sprintf("no price known for %s %s in %s", c.CapacityType, c.InstanceType, c.Zone)})
 			causes[node.Name] = "unpriced"
@@ -333,7 +342,8 @@ func (s *scheduler) candidates(st *disruptionState) (cands []scheduling.Candidat
 		}
 		if ea := nc.Spec.ExpireAfter.Duration; ea != nil && *ea > 0 {
 			left := nc.CreationTimestamp.Add(*ea).Sub(st.now)
-			c.LifetimeRemaining = math.Max(0, math.Min(1, float64(left)/float64(*ea)))
+			// An expired node is the terminator's; until it goes it is the cheapest to disrupt.
+			c.LifetimeRemaining = math.Max(0.001, math.Min(1, float64(left)/float64(*ea)))
 		}
 		cands = append(cands, c)
 	}

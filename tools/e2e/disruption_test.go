@@ -273,6 +273,9 @@ func stays(t *testing.T, s *e2e.Stack, node string) {
 	assert.False(t, disrupted(n), "and is not tainted")
 	for _, c := range nodeClaims(t, s) {
 		assert.Empty(t, c.Annotations[replacesAnnotation], "no replacement was made")
+		if c.Status.NodeName == node {
+			assert.True(t, c.IsTrue(karpv1.ConditionTypeConsolidatable), "the claim is Consolidatable, only held back")
+		}
 	}
 }
 

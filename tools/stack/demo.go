@@ -135,11 +135,16 @@ func demo(ctx context.Context, cfg config) error {
 	emu := emuclient.New("http://" + awsemuAddr)
 	reportLatency(ctx, batches(), emu)
 
-	fmt.Println("\n== demo: the scale-down ==")
-	fmt.Println("(the example pool waits consolidateAfter: 10m before removing an empty node; the demo sets 20s)")
+	fmt.Println("\n== demo: consolidation ==")
+	fmt.Println("(the example pool waits consolidateAfter: 10m before it consolidates or removes a node; the demo sets 20s)")
 	if err := kubectl("patch", "nodepool", "default", "--type", "merge", "-p", `{"spec":{"disruption":{"consolidateAfter":"20s"}}}`); err != nil {
 		return err
 	}
+	if err := consolidation(ctx, kube, kubectl, pods, timeout); err != nil {
+		return err
+	}
+
+	fmt.Println("\n== demo: the scale-down ==")
 	start = time.Now()
 	if err := kubectl("scale", "deployment", "inflate", "--replicas", "0"); err != nil {
 		return err
@@ -198,7 +203,7 @@ func demo(ctx context.Context, cfg config) error {
 			return err
 		}
 	}
-	fmt.Printf("\nEmpty nodes removed %.1fs after the scale-down (20s of it is consolidateAfter).\n", time.Since(start).Seconds())
+	fmt.Printf("\nEmpty nodes removed %.1fs after the scale-down (20s of it is consolidateAfter; the pool's budget, 10%%, lets them go one at a time).\n", time.Since(start).Seconds())
 	fmt.Printf("\nThe stack stays up: `. %s`, then kubectl, or `go run ./tools/tap` to watch the bus; `make down` stops it.\n", cfg.envFile())
 	return nil
 }
@@ -302,4 +307,68 @@ func isUnschedulable(p corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// consolidation plays inflate 5 → 9 → 3: the nodes left half used are consolidated (deleted when
+// their pods fit elsewhere, or replaced by a cheaper node) and the empty ones removed, and it
+// prints what the scheduler decided and why.
+func consolidation(ctx context.Context, kube client.Client, kubectl func(...string) error, pods func(func(corev1.Pod) bool) int, timeout time.Duration) error {
+	liveNodes := func() (n int, cpus int64) {
+		var list corev1.NodeList
+		if kube.List(ctx, &list, client.HasLabels{karpv1.NodePoolLabelKey}) != nil {
+			return -1, -1
+		}
+		for _, node := range list.Items {
+			if node.DeletionTimestamp == nil && !disrupted(node) {
+				n++
+				cpus += node.Status.Capacity.Cpu().Value()
+			}
+		}
+		return n, cpus
+	}
+	running := func(want int) func() (string, bool) {
+		return func() (string, bool) {
+			n := pods(func(p corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil })
+			return fmt.Sprintf("%d/%d pods Running", n, want), n == want
+		}
+	}
+	if err := kubectl("scale", "deployment", "inflate", "--replicas", "9"); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := waitStep(ctx, "9 pods Running", running(9), start, timeout, "the scale-up to 9"); err != nil {
+		return err
+	}
+	n0, cpus0 := liveNodes()
+	start = time.Now()
+	if err := kubectl("scale", "deployment", "inflate", "--replicas", "3"); err != nil {
+		return err
+	}
+	settled := func() (string, bool) {
+		n, cpus := liveNodes()
+		var claims karpv1.NodeClaimList
+		if kube.List(ctx, &claims) != nil {
+			return "listing nodeclaims", false
+		}
+		deciding := 0
+		for _, c := range claims.Items {
+			if c.Annotations["fleetwright.io/disruption"] != "" || c.DeletionTimestamp != nil {
+				deciding++
+			}
+		}
+		msg, ok := running(3)()
+		return fmt.Sprintf("%s; %d node(s), %d vCPUs; %d nodeclaim(s) being disrupted", msg, n, cpus, deciding),
+			ok && deciding == 0 && len(claims.Items) == n && cpus <= 6 // what a fresh plan for 3 pods buys
+	}
+	if err := waitStep(ctx, "consolidated", settled, start, timeout, "the scale-down to 3"); err != nil {
+		return err
+	}
+	n1, cpus1 := liveNodes()
+	fmt.Printf("\ninflate 9 → 3: %d node(s), %d vCPUs → %d node(s), %d vCPUs, %.1fs after the scale-down (20s of it is consolidateAfter).\n",
+		n0, cpus0, n1, cpus1, time.Since(start).Seconds())
+	fmt.Println("\nWhat was decided, and why (events on the NodeClaims):")
+	_ = kubectl("get", "events", "-A", "--field-selector", "involvedObject.kind=NodeClaim", "--sort-by", ".lastTimestamp",
+		"-o", "custom-columns=REASON:.reason,NODECLAIM:.involvedObject.name,MESSAGE:.message")
+	fmt.Println()
+	return kubectl("get", "nodes", "-L", "node.kubernetes.io/instance-type,karpenter.sh/capacity-type")
 }
