@@ -111,12 +111,12 @@ func (s *scheduler) decide(ctx context.Context, st *disruptionState, d decisionS
 	log := s.rt.Log.Info().Strs("nodeclaims", names).Str("reason", string(d.reason)).Str("action", d.action).
 		Strs("replacements", rec.Replacements).Float64("savings", d.savings).Str("why", d.why)
 	log.Msg("disrupting")
-	for _, nc := range d.old {
-		msg := fmt.Sprintf("%s: %s", d.reason, d.why)
-		if len(rec.Replacements) > 0 {
-			msg += fmt.Sprintf("; launching %s first", strings.Join(rec.Replacements, ", "))
+	if len(rec.Replacements) > 0 {
+		// A delete is told once, by terminate (DisruptionTerminating).
+		for _, nc := range d.old {
+			msg := fmt.Sprintf("%s: %s; launching %s first", d.reason, d.why, strings.Join(rec.Replacements, ", "))
+			s.tell(nc, nc.Status.NodeName, corev1.EventTypeNormal, "DisruptionLaunching", msg)
 		}
-		s.tell(nc, nc.Status.NodeName, corev1.EventTypeNormal, "DisruptionLaunching", msg)
 	}
 	for i, r := range d.replacements {
 		if err := s.launchReplacement(ctx, st, r, rec.Replacements[i], names); err != nil {
