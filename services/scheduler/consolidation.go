@@ -268,39 +268,16 @@ func (s *scheduler) replaceOneDrifted(ctx context.Context, st *disruptionState, 
 		})
 		return false, nil
 	}
-	var pods []scheduling.Pod
-	others := make([]scheduling.Node, 0, len(st.nodes))
 	if name := nc.Status.NodeName; name != "" {
 		node, ok := s.cluster.Node(name)
 		if !ok {
 			return false, nil
 		}
-		kubePods := s.movablePods(name)
-		if why, _ := blocker(node, kubePods, st.pdbs); why != "" {
+		if why, _ := blocker(node, s.movablePods(name), st.pdbs); why != "" {
 			return blockedBy(why)
 		}
-		movable := map[string]bool{}
-		for _, p := range kubePods {
-			movable[string(p.UID)] = true
-		}
-		for _, n := range st.nodes {
-			if n.Name != name {
-				others = append(others, n)
-				continue
-			}
-			for _, p := range n.Pods {
-				if movable[p.UID] {
-					pods = append(pods, p)
-				}
-			}
-		}
-	} else {
-		for _, n := range st.nodes {
-			if n.Name != nc.Name {
-				others = append(others, n)
-			}
-		}
 	}
+	pods, others := s.without(st, nc)
 	plan, err := scheduling.Solve(s.input(st.v, others, pods))
 	if err != nil {
 		return false, fmt.Errorf("solving the pods of drifted nodeclaim %s: %w", nc.Name, err)
@@ -319,6 +296,32 @@ func (s *scheduler) replaceOneDrifted(ctx context.Context, st *disruptionState, 
 	}
 	return true, s.decide(ctx, st, decisionSpec{reason: karpv1.DisruptionReasonDrifted, action: action, old: []*karpv1.NodeClaim{nc},
 		replacements: plan.NodeClaims, why: why})
+}
+
+// without splits the pass's nodes into the claim's movable pods and every other node: what a
+// solve of the cluster without the claim's node starts from.
+func (s *scheduler) without(st *disruptionState, nc *karpv1.NodeClaim) (pods []scheduling.Pod, others []scheduling.Node) {
+	name := nc.Status.NodeName
+	if name == "" {
+		name = nc.Name // in flight: the node is the claim
+	}
+	movable := map[string]bool{}
+	for _, p := range s.movablePods(name) {
+		movable[string(p.UID)] = true
+	}
+	others = make([]scheduling.Node, 0, len(st.nodes))
+	for _, n := range st.nodes {
+		if n.Name != name {
+			others = append(others, n)
+			continue
+		}
+		for _, p := range n.Pods {
+			if movable[p.UID] {
+				pods = append(pods, p)
+			}
+		}
+	}
+	return pods, others
 }
 
 func podName(pods []scheduling.Pod, uid string) string {

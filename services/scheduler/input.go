@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
@@ -230,10 +231,12 @@ func nodePoolOf(labels map[string]string) string {
 	return labels[scheduling.LabelProvisionerName]
 }
 
-// ephemeralTaint reports taints the node lifecycle puts on and takes off by itself.
+// ephemeralTaint reports taints the node lifecycle puts on and takes off by itself, and the
+// launcher's karpenter.sh/unregistered, which it lifts when it links the node to its claim (a
+// batch in between must not plan a second node for pods the first can take).
 func ephemeralTaint(t corev1.Taint) bool {
 	switch t.Key {
-	case corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable, "node.cloudprovider.kubernetes.io/uninitialized":
+	case corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable, "node.cloudprovider.kubernetes.io/uninitialized", karpv1.UnregisteredTaintKey:
 		return true
 	}
 	return false

@@ -16,6 +16,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
+	interruptionv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/interruption/v1"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 )
 
@@ -143,6 +144,13 @@ func (s *scheduler) schedule(ctx context.Context) {
 				s.rt.Log.Warn().Err(err).Msg("deciding disruptions")
 			}
 		})
+	})
+	loops.Go(func() {
+		spec := bus.ConsumerSpec{Durable: interruptionsDurable, Subject: s.rt.Bus.Prefix().AllInterruptions(), MaxDeliver: 5,
+			Recent: 2 * time.Minute} // a new leader does not act on a day of stored warnings
+		if err := bus.Consume[*interruptionv1.InterruptionEvent](ctx, s.rt.Bus, spec, s.onInterruption); err != nil && ctx.Err() == nil {
+			s.rt.Log.Error().Err(err).Msg("consuming interruption events stopped")
+		}
 	})
 	s.takeover(ctx)
 	spec := bus.ConsumerSpec{Durable: durable, Subject: s.rt.Bus.Prefix().Of(subject.PodsPending), Batch: 1}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/clock"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	interruptionv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/interruption/v1"
@@ -167,22 +168,6 @@ func kindSubject(k commonv1.InterruptionKind) string {
 	default:
 		return subject.InterruptionRebalance
 	}
-}
-
-// stoppingStates are the instance states Karpenter drains for.
-var stoppingStates = map[string]bool{"stopping": true, "stopped": true, "shutting-down": true, "terminated": true}
-
-// acts reports whether an event drains the instance's node at once: spot interruptions,
-// scheduled changes and state changes to a stopping state do; rebalance recommendations (and
-// other state changes) are recorded only.
-func acts(ev *interruptionv1.InterruptionEvent) bool {
-	switch ev.GetKind() {
-	case commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, commonv1.InterruptionKind_INTERRUPTION_KIND_SCHEDULED_CHANGE:
-		return true
-	case commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE:
-		return stoppingStates[ev.GetState()]
-	}
-	return false
 }
 
 // spotNotice is how long AWS gives a spot instance after its interruption warning.
@@ -334,7 +319,7 @@ func (p *poller) handleEvent(ctx context.Context, ev *interruptionv1.Interruptio
 	switch {
 	case !known:
 		l.Info().Msg("interruption for an instance that is not one of our nodes; recorded")
-	case !acts(ev):
+	case !disruption.Drains(ev):
 		l.Info().Str("node", c.NodeName).Str("state", ev.GetState()).Msg("recorded interruption event; no action")
 	default:
 		in := interruptionIntent(ev, c, p.now())

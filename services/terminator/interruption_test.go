@@ -70,22 +70,6 @@ func TestParseNoticeMalformed(t *testing.T) {
 	}
 }
 
-// Spot interruptions, scheduled changes and stopping state changes act; rebalance
-// recommendations and other state changes are only recorded.
-func TestActs(t *testing.T) {
-	ev := func(k commonv1.InterruptionKind, state string) *interruptionv1.InterruptionEvent {
-		return &interruptionv1.InterruptionEvent{Kind: k, State: state}
-	}
-	assert.True(t, acts(ev(commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, "terminate")))
-	assert.True(t, acts(ev(commonv1.InterruptionKind_INTERRUPTION_KIND_SCHEDULED_CHANGE, "")))
-	for _, st := range []string{"stopping", "stopped", "shutting-down", "terminated"} {
-		assert.True(t, acts(ev(commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE, st)), st)
-	}
-	assert.False(t, acts(ev(commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE, "running")))
-	assert.False(t, acts(ev(commonv1.InterruptionKind_INTERRUPTION_KIND_REBALANCE_RECOMMENDATION, "")))
-	assert.False(t, acts(ev(commonv1.InterruptionKind_INTERRUPTION_KIND_UNSPECIFIED, "")))
-}
-
 // A spot interruption's grace period is what is left of the two-minute notice; other kinds
 // take the claim's terminationGracePeriod.
 func TestInterruptionIntent(t *testing.T) {

@@ -89,14 +89,17 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 		},
 		{
 			Name: "scheduler",
-			Comment: "consumes batches, follows unavailable offerings and the catalog, publishes launch " +
-				"intents and the termination intents of its disruption decisions",
+			Comment: "consumes batches and interruption events, follows unavailable offerings and the " +
+				"catalog, publishes launch intents, the termination intents of its disruption decisions and " +
+				"interrupted spot offerings",
 			Publish: join([]string{
 				p.Of(subject.LaunchIntents),
 				p.Of(subject.TerminationsIntents),
+				p.Of(subject.OfferingsUnavailable),
 				p.DeadLetter(p.Of(subject.PodsPending)),
+				p.DeadLetter(p.AllInterruptions()),
 			}, js, readStream(p.Stream(subject.StreamPods)), readStream(p.Stream(subject.StreamOfferings)),
-				readStream(catalogStream(p))),
+				readStream(p.Stream(subject.StreamInterruptions)), readStream(catalogStream(p))),
 			Subscribe: []string{inbox},
 		},
 		{

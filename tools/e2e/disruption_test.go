@@ -134,32 +134,42 @@ func (st *stamp) get(key string) (time.Time, bool) {
 	return t, ok
 }
 
-// watchTaints records when each node is first seen tainted karpenter.sh/disrupted.
-func watchTaints(t *testing.T, s *e2e.Stack) *stamp {
-	st := &stamp{at: map[string]time.Time{}}
-	stop := make(chan struct{})
-	done := make(chan struct{})
+// every runs f every period in the background until the returned stop is called (or the test
+// ends); stop waits for the last run.
+func every(t *testing.T, period time.Duration, f func()) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
-			case <-stop:
+			case <-quit:
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(period):
 			}
-			var list corev1.NodeList
-			if err := s.Client.List(context.Background(), &list); err != nil {
-				continue
-			}
-			now := time.Now()
-			for i := range list.Items {
-				if disrupted(&list.Items[i]) {
-					st.see(list.Items[i].Name, now)
-				}
-			}
+			f()
 		}
 	}()
-	t.Cleanup(func() { close(stop); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { close(quit); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// watchTaints records when each node is first seen tainted karpenter.sh/disrupted.
+func watchTaints(t *testing.T, s *e2e.Stack) *stamp {
+	st := &stamp{at: map[string]time.Time{}}
+	every(t, 100*time.Millisecond, func() {
+		var list corev1.NodeList
+		if err := s.Client.List(context.Background(), &list); err != nil {
+			return
+		}
+		now := time.Now()
+		for i := range list.Items {
+			if disrupted(&list.Items[i]) {
+				st.see(list.Items[i].Name, now)
+			}
+		}
+	})
 	return st
 }
 
@@ -384,22 +394,12 @@ func TestDriftReplacesEveryNode(t *testing.T) {
 	unavailable := sampleUnavailable(t, s, "app=web", 3)
 	var mu sync.Mutex
 	most := 0
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-			n := disruptingNow(t, s)
-			mu.Lock()
-			most = max(most, n)
-			mu.Unlock()
-		}
-	}()
+	stop := every(t, 200*time.Millisecond, func() {
+		n := disruptingNow(t, s)
+		mu.Lock()
+		most = max(most, n)
+		mu.Unlock()
+	})
 	start := time.Now()
 	s.Kubectl("patch", "nodepool", "default", "--type", "merge", "-p", `{"spec":{"template":{"metadata":{"labels":{"team":"blue"}}}}}`)
 	eventSays(t, s, "DisruptionLaunching", "Drifted", 2*time.Minute)
@@ -413,8 +413,7 @@ func TestDriftReplacesEveryNode(t *testing.T) {
 		return len(nodes) == 3 && len(podsByNode(t, s, "app=web")) == 3
 	}, 6*time.Minute, 500*time.Millisecond, "every node is replaced by one with the new label")
 	podsRunning(t, s, "app=web", 3, time.Minute)
-	close(stop)
-	<-done
+	stop()
 	unavailable.finish()
 	t.Logf("3 drifted nodes replaced in %s; at most %d disrupting at once, at most %d of 3 pods unavailable (%d samples)",
 		time.Since(start).Round(100*time.Millisecond), most, unavailable.max, unavailable.samples)

@@ -268,6 +268,36 @@ func TestSpotInterruptionDrainsAndReplaces(t *testing.T) {
 	t.Logf("spot interruption → node tainted %s, drained %s; drained → 5 replacement pods Running %s (total %s)",
 		tainted.Round(10*time.Millisecond), drained.Round(10*time.Millisecond), (replaced - drained).Round(10*time.Millisecond), replaced.Round(10*time.Millisecond))
 
+	// Replacement capacity was asked for on the warning itself, not once the evicted pods went
+	// pending: the scheduler's replacement claim is no younger than the first pod recreated.
+	var rep karpv1.NodeClaim
+	require.Eventually(t, func() bool {
+		for _, c := range nodeClaims(t, s) {
+			if c.Annotations[replacesAnnotation] == claim.Name && c.Status.NodeName != "" {
+				rep = c
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 100*time.Millisecond, "a replacement NodeClaim names the interrupted one, and its node registers")
+	// The recreated pods were planned onto it: no second node was bought for them.
+	assert.Equal(t, map[string]int{rep.Status.NodeName: 5}, podsByNode(t, s, "app=inflate"), "the 5 pods run on the replacement")
+	pods, err := s.Kube.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=inflate"})
+	require.NoError(t, err)
+	for _, p := range pods.Items {
+		if p.CreationTimestamp.Time.After(injected.Add(-time.Second)) {
+			assert.False(t, rep.CreationTimestamp.After(p.CreationTimestamp.Time), "replacement %s created %s, pod %s recreated %s",
+				rep.Name, rep.CreationTimestamp.Time, p.Name, p.CreationTimestamp.Time)
+		}
+	}
+	// And the interrupted spot offering is avoided: the replacement is not the same offering.
+	assert.Contains(t, s.Service("scheduler").Log(), "marked the interrupted offering unavailable")
+	if rn := getNode(t, s, rep.Status.NodeName); assert.NotNil(t, rn) {
+		assert.False(t, rn.Labels[corev1.LabelInstanceTypeStable] == n.Labels[corev1.LabelInstanceTypeStable] &&
+			rn.Labels[corev1.LabelTopologyZone] == n.Labels[corev1.LabelTopologyZone] && rn.Labels[karpv1.CapacityTypeLabelKey] == "spot",
+			"the replacement does not land in the interrupted spot offering")
+	}
+
 	require.Eventually(t, func() bool {
 		calls, err := s.Emu.Calls(context.Background())
 		require.NoError(t, err)
