@@ -90,10 +90,12 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 		{
 			Name: "scheduler",
 			Comment: "consumes batches, follows unavailable offerings and the catalog, publishes launch " +
-				"intents and the termination intents of its disruption decisions",
+				"intents, and the termination intents and the record (decided, terminating, abandoned, " +
+				"blocked) of its disruption decisions",
 			Publish: join([]string{
 				p.Of(subject.LaunchIntents),
 				p.Of(subject.TerminationsIntents),
+				p.Of(subject.TerminationsDecisions),
 				p.DeadLetter(p.Of(subject.PodsPending)),
 			}, js, readStream(p.Stream(subject.StreamPods)), readStream(p.Stream(subject.StreamOfferings)),
 				readStream(catalogStream(p))),
