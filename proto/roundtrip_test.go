@@ -37,6 +37,7 @@ func TestTopLevelMessagesRoundTrip(t *testing.T) {
 		{"fleetwright.interruption.v1.InterruptionEvent", interruptionEvent()},
 		{"fleetwright.termination.v1.TerminationIntent", terminationIntent()},
 		{"fleetwright.termination.v1.TerminationResult", terminationResult()},
+		{"fleetwright.termination.v1.DisruptionDecision", disruptionDecision()},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.fullName), func(t *testing.T) {
@@ -482,5 +483,21 @@ func terminationResult() *terminationv1.TerminationResult {
 		DrainDuration:   durationpb.New(12 * time.Second),
 		Error:           "terminating instance: RequestLimitExceeded",
 		CompleteTime:    timestamppb.New(t1),
+	}
+}
+
+func disruptionDecision() *terminationv1.DisruptionDecision {
+	return &terminationv1.DisruptionDecision{
+		DecisionId:                "5f0c6a52-0000/underutilized/1795539600/decided",
+		Kind:                      terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_DECIDED,
+		Reason:                    commonv1.TerminationReason_TERMINATION_REASON_UNDERUTILIZED,
+		Action:                    terminationv1.DisruptionAction_DISRUPTION_ACTION_REPLACE,
+		NodeClaimNames:            []string{"default-x7k2p"},
+		NodeNames:                 []string{"ip-10-0-1-23.ec2.internal"},
+		ReplacementNodeClaimNames: []string{"default-q9r4t"},
+		NodePoolNames:             []string{"default"},
+		Why:                       "pods fit on one cheaper node (saves $0.05/h)",
+		SavingsUsdPerHour:         0.05,
+		DecidedAt:                 timestamppb.New(t0),
 	}
 }

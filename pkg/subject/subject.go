@@ -11,6 +11,7 @@
 //	<prefix>.interruptions.<kind>       terminator (SQS bridge)  -> terminator
 //	<prefix>.terminations.intents       terminator  -> terminator workers
 //	<prefix>.terminations.results       terminator workers -> anyone
+//	<prefix>.terminations.decisions     scheduler   -> audit     (DisruptionDecision: why a node goes, or why not)
 //	<prefix>.deadletter.<original rest> messages that could not be decoded or kept failing
 //
 // A Prefix is a validated NATS token chain; its methods build full subjects,
@@ -34,6 +35,10 @@ const (
 	NodesEvents          = "nodes.events"
 	TerminationsIntents  = "terminations.intents"
 	TerminationsResults  = "terminations.results"
+	// TerminationsDecisions tells each step of the scheduler's disruption decisions, for the
+	// audit stream only: no service consumes it (the terminator's workers follow
+	// TerminationsIntents alone).
+	TerminationsDecisions = "terminations.decisions"
 
 	// interruptions and deadletter are the roots of subject families built by
 	// Prefix.Interruptions and Prefix.DeadLetter.

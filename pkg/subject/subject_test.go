@@ -1,6 +1,7 @@
 package subject
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -52,6 +53,7 @@ func TestBuilders(t *testing.T) {
 		{"nodes", p.Of(NodesEvents), "fw.test.nodes.events"},
 		{"terminations intents", p.Of(TerminationsIntents), "fw.test.terminations.intents"},
 		{"terminations results", p.Of(TerminationsResults), "fw.test.terminations.results"},
+		{"terminations decisions", p.Of(TerminationsDecisions), "fw.test.terminations.decisions"},
 		{"interruption", p.Interruptions(InterruptionSpot), "fw.test.interruptions.spot"},
 		{"all interruptions", p.AllInterruptions(), "fw.test.interruptions.*"},
 		{"deadletter", p.DeadLetter("fw.test.launch.intents"), "fw.test.deadletter.launch.intents"},
@@ -107,4 +109,13 @@ func TestValidateSubject(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Disruption decisions are kept by the TERMINATIONS stream (so the audit stream, which sources
+// every work stream, keeps them too) and are not what the terminator's workers consume.
+func TestDecisionsLiveInTheTerminationsStream(t *testing.T) {
+	p := Prefix("fw.test")
+	root := strings.TrimSuffix(p.StreamSubjects(StreamTerminations), ">")
+	assert.True(t, strings.HasPrefix(p.Of(TerminationsDecisions), root), "%s is under %s>", p.Of(TerminationsDecisions), root)
+	assert.NotEqual(t, p.Of(TerminationsIntents), p.Of(TerminationsDecisions))
 }

@@ -62,7 +62,7 @@ func (s *scheduler) consolidate(ctx context.Context, st *disruptionState) error 
 	}
 	s.metrics.eligible.Set(float64(len(cands)))
 	if len(cands) == 0 {
-		s.reportBlocked(blocked, causes, nil, st)
+		s.reportBlocked(ctx, blocked, causes, nil, st)
 		return nil
 	}
 	ctx, span := tracer.Start(ctx, "scheduler.consolidate")
@@ -81,7 +81,7 @@ func (s *scheduler) consolidate(ctx context.Context, st *disruptionState) error 
 		}
 		blocked = append(blocked, r)
 	}
-	s.reportBlocked(blocked, causes, res.Command, st)
+	s.reportBlocked(ctx, blocked, causes, res.Command, st)
 	if res.Command == nil {
 		return nil
 	}
@@ -133,9 +133,9 @@ func candidateOf(cands []scheduling.Candidate, node string) (scheduling.Candidat
 }
 
 // reportBlocked tells, once per node and reason, why a node is not consolidated: an event on
-// its NodeClaim and Node ("Unconsolidatable", as Karpenter), a log line, and the blocked-nodes
-// gauge by cause.
-func (s *scheduler) reportBlocked(blocked []scheduling.Rejection, causes map[string]string, cmd *scheduling.Command, st *disruptionState) {
+// its NodeClaim and Node ("Unconsolidatable", as Karpenter), a log line, a BLOCKED
+// DisruptionDecision on the bus, and the blocked-nodes gauge by cause.
+func (s *scheduler) reportBlocked(ctx context.Context, blocked []scheduling.Rejection, causes map[string]string, cmd *scheduling.Command, st *disruptionState) {
 	chosen := map[string]bool{}
 	if cmd != nil {
 		for _, n := range cmd.Nodes {
@@ -159,6 +159,7 @@ func (s *scheduler) reportBlocked(blocked []scheduling.Rejection, causes map[str
 		s.once("unconsolidatable/"+string(nc.UID)+"/"+b.Reason, func() {
 			s.rt.Log.Info().Str("nodeclaim", nc.Name).Str("node", b.Node).Str("why", b.Reason).Msg("not consolidating node")
 			s.tell(nc, b.Node, corev1.EventTypeNormal, "Unconsolidatable", b.Reason)
+			s.announce(ctx, blockedMessage(nc, karpv1.DisruptionReasonUnderutilized, b.Reason, st.now))
 		})
 	}
 	s.metrics.blocked.Reset()
@@ -242,6 +243,7 @@ func (s *scheduler) replaceDrifted(ctx context.Context, st *disruptionState) err
 				s.once("drift-blocked/"+string(nc.UID)+"/"+a.Why, func() {
 					s.rt.Log.Info().Str("nodeclaim", nc.Name).Str("why", a.Why).Msg("not replacing drifted node")
 					s.tell(nc, nc.Status.NodeName, corev1.EventTypeNormal, "DisruptionBlocked", "drifted, not replaced yet: "+a.Why)
+					s.announce(ctx, blockedMessage(nc, karpv1.DisruptionReasonDrifted, a.Why, st.now))
 				})
 			}
 			continue
@@ -265,6 +267,7 @@ func (s *scheduler) replaceOneDrifted(ctx context.Context, st *disruptionState, 
 		s.once("drift-blocked/"+string(nc.UID)+"/"+why, func() {
 			s.rt.Log.Info().Str("nodeclaim", nc.Name).Str("why", why).Msg("not replacing drifted node")
 			s.tell(nc, nc.Status.NodeName, corev1.EventTypeNormal, "DisruptionBlocked", "drifted, not replaced: "+why)
+			s.announce(ctx, blockedMessage(nc, karpv1.DisruptionReasonDrifted, why, st.now))
 		})
 		return false, nil
 	}

@@ -111,6 +111,7 @@ func (s *scheduler) decide(ctx context.Context, st *disruptionState, d decisionS
 	log := s.rt.Log.Info().Strs("nodeclaims", names).Str("reason", string(d.reason)).Str("action", d.action).
 		Strs("replacements", rec.Replacements).Float64("savings", d.savings).Str("why", d.why)
 	log.Msg("disrupting")
+	s.announce(ctx, decidedMessage(d.old, rec))
 	if len(rec.Replacements) > 0 {
 		// A delete is told once, by terminate (DisruptionTerminating).
 		for _, nc := range d.old {
@@ -256,6 +257,7 @@ func (s *scheduler) terminate(ctx context.Context, nc *karpv1.NodeClaim, rec dec
 			s.metrics.savings.Add(rec.Savings / float64(rec.Nodes)) // each old claim its share
 		}
 		s.tell(nc, nc.Status.NodeName, corev1.EventTypeNormal, "DisruptionTerminating", msg)
+		s.announce(ctx, terminatingMessage(nc, rec))
 	})
 	return nil
 }
@@ -285,6 +287,7 @@ func (s *scheduler) abandon(ctx context.Context, nc *karpv1.NodeClaim, rec decis
 	msg := fmt.Sprintf("abandoned %s of this node: %s", strings.ToLower(string(rec.Reason)), why)
 	s.rt.Log.Warn().Str("nodeclaim", nc.Name).Strs("replacements", rec.Replacements).Msg(msg)
 	s.tell(nc, nc.Status.NodeName, corev1.EventTypeWarning, "DisruptionAbandoned", msg)
+	s.announce(ctx, abandonedMessage(nc, rec, why))
 	return nil
 }
 

@@ -2,9 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -13,8 +18,40 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
+
+// decisions follows <prefix>.terminations.decisions with the test's own consumer.
+func (e *env) decisions() jetstream.Consumer {
+	cons, err := e.conn.EnsureConsumer(e.ctx, bus.ConsumerSpec{Durable: "test-decisions", Subject: e.conn.Prefix().Of(subject.TerminationsDecisions)})
+	require.NoError(e.t, err)
+	return cons
+}
+
+// decisionAbout reads DisruptionDecisions until one of the kind about the claim arrives, and
+// returns it with its Nats-Msg-Id and every message read before it.
+func (e *env) decisionAbout(cons jetstream.Consumer, kind terminationv1.DisruptionDecisionKind, claim string) (
+	*terminationv1.DisruptionDecision, string, []*terminationv1.DisruptionDecision,
+) {
+	e.t.Helper()
+	var before []*terminationv1.DisruptionDecision
+	for {
+		msg, err := cons.Next(jetstream.FetchMaxWait(time.Minute))
+		require.NoError(e.t, err, "a %s decision about %s is published on %s", kind, claim, subject.TerminationsDecisions)
+		require.NoError(e.t, msg.Ack())
+		assert.Equal(e.t, "fleetwright.termination.v1.DisruptionDecision", msg.Headers().Get(bus.HeaderType))
+		var d terminationv1.DisruptionDecision
+		require.NoError(e.t, proto.Unmarshal(msg.Data(), &d))
+		if d.Kind == kind && slices.Contains(d.NodeClaimNames, claim) {
+			return &d, msg.Headers().Get(bus.HeaderMsgID), before
+		}
+		before = append(before, &d)
+	}
+}
 
 // annotate sets an annotation on a NodeClaim.
 func (e *env) annotate(name, key, value string) {
@@ -27,11 +64,13 @@ func (e *env) annotate(name, key, value string) {
 
 // A replacement that fails to launch abandons the decision: the replacement is deleted, the old
 // claim's decision record removed (it no longer counts against its budget), and an event on it
-// says why. Nothing was tainted: the old node's termination was never asked for.
+// says why, as does an ABANDONED DisruptionDecision on <prefix>.terminations.decisions for the
+// audit stream. Nothing was tainted: the old node's termination was never asked for.
 func TestFailedReplacementAbandonsTheDecision(t *testing.T) {
 	e := newEnv(t, "abandon")
+	decidedAt := time.Now().UTC().Truncate(time.Second)
 	rec, err := json.Marshal(decision{Reason: karpv1.DisruptionReasonUnderutilized, Action: "Replace", Replacements: []string{"default-rep"},
-		DecidedAt: time.Now().UTC().Truncate(time.Second), Why: "test", Nodes: 1})
+		DecidedAt: decidedAt, Why: "test", Savings: 0.05, Nodes: 1})
 	require.NoError(t, err)
 	e.createClaim("default-old", true)
 	e.annotate("default-old", decisionKey, string(rec))
@@ -41,6 +80,7 @@ func TestFailedReplacementAbandonsTheDecision(t *testing.T) {
 		nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeLaunched, Status: metav1.ConditionFalse, Reason: "LaunchFailed",
 			Message: "InsufficientInstanceCapacity for every offering", LastTransitionTime: metav1.Now()})
 	})
+	decisions := e.decisions()
 	e.start("abandon-1", "--disruption-interval", "200ms")
 
 	api := e.dyn.Resource(clusterstate.NodeClaims)
@@ -65,4 +105,21 @@ func TestFailedReplacementAbandonsTheDecision(t *testing.T) {
 	}, time.Minute, 100*time.Millisecond, "an event on the old claim says why it was abandoned")
 	assert.NotContains(t, e.logs.String(), "DisruptionTerminating")
 	assert.NotContains(t, e.logs.String(), "initialized; draining")
+
+	got, msgID, before := e.decisionAbout(decisions, terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_ABANDONED, "default-old")
+	old, err := api.Get(e.ctx, "default-old", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("%s/underutilized/%d/abandoned", old.GetUID(), decidedAt.Unix()), got.DecisionId)
+	assert.Equal(t, got.DecisionId, msgID, "Nats-Msg-Id is the decision id")
+	assert.Equal(t, commonv1.TerminationReason_TERMINATION_REASON_UNDERUTILIZED, got.Reason)
+	assert.Equal(t, terminationv1.DisruptionAction_DISRUPTION_ACTION_REPLACE, got.Action)
+	assert.Equal(t, []string{"default-old"}, got.NodeClaimNames)
+	assert.Equal(t, []string{"default-rep"}, got.ReplacementNodeClaimNames)
+	assert.Equal(t, []string{"default"}, got.NodePoolNames)
+	assert.Contains(t, got.Why, "replacement default-rep failed to launch: InsufficientInstanceCapacity")
+	assert.InDelta(t, 0.05, got.SavingsUsdPerHour, 1e-9)
+	assert.True(t, got.DecidedAt.AsTime().Equal(decidedAt), "decided_at is the decision's time, got %s", got.DecidedAt.AsTime())
+	for _, d := range before {
+		assert.NotEqual(t, terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_TERMINATING, d.Kind, "nothing was terminated: %v", d)
+	}
 }

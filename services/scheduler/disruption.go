@@ -36,7 +36,8 @@ import (
 // else happens, so it counts against budgets at once and survives a leader change; the
 // replacements carry replacesAnnotation, so the terminator leaves them alone while they wait
 // for the pods. Every decision and every block is logged, recorded as an event on the NodeClaim
-// and its Node, and traced.
+// and its Node, traced, and published as a DisruptionDecision on <prefix>.terminations.decisions
+// (announce.go) for the audit stream.
 
 // replacesAnnotation on a replacement NodeClaim names the claims it replaces.
 const replacesAnnotation = disruption.ReplacesAnnotation

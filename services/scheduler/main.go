@@ -13,7 +13,10 @@
 //
 // Replicas run active/standby under the Lease "fleetwright-scheduler": only the leader
 // consumes batches and republishes the intents of NodeClaims not launched yet (so a crash
-// between creating a NodeClaim and publishing its intent loses nothing).
+// between creating a NodeClaim and publishing its intent loses nothing). The leader also
+// disrupts voluntarily (consolidation, drift: disruption.go), publishing the TerminationIntents
+// of its decisions on <prefix>.terminations.intents and each decision and block as a
+// DisruptionDecision on <prefix>.terminations.decisions for the audit stream (announce.go).
 package main
 
 import "github.com/fleetwright/fleetwright/pkg/service"

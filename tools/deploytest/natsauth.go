@@ -90,11 +90,12 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 		{
 			Name: "scheduler",
 			Comment: "consumes batches and interruption events, follows unavailable offerings and the " +
-				"catalog, publishes launch intents, the termination intents of its disruption decisions and " +
-				"interrupted spot offerings",
+				"catalog, publishes launch intents, interrupted spot offerings, and the termination intents " +
+				"and the record (decided, terminating, abandoned, blocked) of its disruption decisions",
 			Publish: join([]string{
 				p.Of(subject.LaunchIntents),
 				p.Of(subject.TerminationsIntents),
+				p.Of(subject.TerminationsDecisions),
 				p.Of(subject.OfferingsUnavailable),
 				p.DeadLetter(p.Of(subject.PodsPending)),
 				p.DeadLetter(p.AllInterruptions()),

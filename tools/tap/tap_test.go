@@ -20,7 +20,9 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
 	"github.com/fleetwright/fleetwright/pkg/subject"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
+	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
 
 // syncBuffer lets the test read what the tap goroutine writes.
@@ -160,6 +162,26 @@ func TestDescribe(t *testing.T) {
 			assert.JSONEq(t, tt.wantPayload, string(l.Payload))
 		})
 	}
+}
+
+// The scheduler's disruption decisions on <prefix>.terminations.decisions read as JSON, enums
+// by name: the audit trail of why a node went, or why not.
+func TestDescribeDisruptionDecision(t *testing.T) {
+	data, err := proto.Marshal(&terminationv1.DisruptionDecision{DecisionId: "uid-a/underutilized/1795539600/abandoned",
+		Kind:   terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_ABANDONED,
+		Reason: commonv1.TerminationReason_TERMINATION_REASON_UNDERUTILIZED, Action: terminationv1.DisruptionAction_DISRUPTION_ACTION_REPLACE,
+		NodeClaimNames: []string{"default-old"}, ReplacementNodeClaimNames: []string{"default-rep"},
+		Why: "replacement default-rep failed to launch"})
+	require.NoError(t, err)
+	msg := nats.NewMsg(subject.DefaultPrefix.Of(subject.TerminationsDecisions))
+	msg.Header.Set(bus.HeaderType, "fleetwright.termination.v1.DisruptionDecision")
+	msg.Data = data
+	l := Describe(msg, time.Date(2026, 11, 24, 17, 0, 0, 0, time.UTC))
+	assert.Empty(t, l.Error)
+	assert.Equal(t, "fleetwright.terminations.decisions", l.Subject)
+	assert.JSONEq(t, `{"decisionId":"uid-a/underutilized/1795539600/abandoned","kind":"DISRUPTION_DECISION_KIND_ABANDONED",
+		"reason":"TERMINATION_REASON_UNDERUTILIZED","action":"DISRUPTION_ACTION_REPLACE","nodeClaimNames":["default-old"],
+		"replacementNodeClaimNames":["default-rep"],"why":"replacement default-rep failed to launch"}`, string(l.Payload))
 }
 
 func TestParseConfig(t *testing.T) {
