@@ -193,16 +193,6 @@ func (st *disruptionState) allowance(pool string, reason karpv1.DisruptionReason
 	return disruption.Allowed(p.Spec.Disruption.Budgets, reason, st.now, st.total[pool], st.disrupting[pool])
 }
 
-// nodeOf finds a node of the pass by name.
-func (st *disruptionState) nodeOf(name string) (scheduling.Node, bool) {
-	for _, n := range st.nodes {
-		if n.Name == name {
-			return n, true
-		}
-	}
-	return scheduling.Node{}, false
-}
-
 // movablePods are the pods a disruption would evict and reschedule: not DaemonSet or mirror
 // pods, not finished or already terminating.
 func (s *scheduler) movablePods(node string) []*corev1.Pod {

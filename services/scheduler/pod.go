@@ -101,11 +101,6 @@ func labelSelector(s *commonv1.LabelSelector) *scheduling.LabelSelector {
 	return out
 }
 
-// podRef names a pod in messages.
-func podRef(p scheduling.Pod) *commonv1.PodRef {
-	return &commonv1.PodRef{Namespace: p.Namespace, Name: p.Name, Uid: p.UID}
-}
-
 // daemonSetPod is the pod a DaemonSet would run on a new node: its template, projected.
 func daemonSetPod(ns, name string, tmpl corev1.PodTemplateSpec, vols podproj.VolumeLookup) scheduling.Pod {
 	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}

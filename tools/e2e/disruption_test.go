@@ -37,18 +37,6 @@ func v1Stack(t *testing.T, patch string) *e2e.Stack {
 	return s
 }
 
-// liveNodes are the launched nodes not being taken away.
-func liveNodes(t *testing.T, s *e2e.Stack) []corev1.Node {
-	t.Helper()
-	var out []corev1.Node
-	for _, n := range launchedNodes(t, s) {
-		if n.DeletionTimestamp == nil && !disrupted(&n) {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // vCPUs is the nodes' total CPU capacity.
 func vCPUs(nodes []corev1.Node) int64 {
 	var total int64
