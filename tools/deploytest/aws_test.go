@@ -113,8 +113,8 @@ func actions(sts []statement) []string {
 
 // TestIAMPolicies checks each service's policy names the actions it needs and no more:
 // nothing wildcarded, PassRole of the node role only, instance profiles made, filled and
-// deleted only when tagged for this cluster, TerminateInstances only on instances
-// tagged for this cluster, SQS on the interruption queue only, and no role at all for the
+// deleted only when tagged for this cluster, fleets launched only from this cluster's launch
+// templates, TerminateInstances only on instances tagged for this cluster and a node pool, SQS on the interruption queue only, and no role at all for the
 // services that do not call AWS.
 func TestIAMPolicies(t *testing.T) {
 	tpl := loadTemplate(t)
@@ -152,6 +152,16 @@ func TestIAMPolicies(t *testing.T) {
 			if contains(s.Actions, "ec2:TerminateInstances") {
 				require.Equal(t, "owned", s.Condition["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/${ClusterName}"],
 					"%s terminates only instances tagged for this cluster", name)
+				require.Equal(t, "false", s.Condition["Null"]["aws:ResourceTag/karpenter.sh/nodepool"],
+					"%s terminates only instances tagged karpenter.sh/nodepool too: a managed node group's carry the cluster tag", name)
+			}
+			if (contains(s.Actions, "ec2:CreateFleet") || contains(s.Actions, "ec2:RunInstances")) && containsPrefix(s.Resources, launchTemplateARN) {
+				require.Equal(t, []string{launchTemplateARN + "*"}, s.Resources,
+					"%s: %s grants launch templates in a statement of their own, conditioned on the template's tags", name, s.Sid)
+				require.Equal(t, "owned", s.Condition["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/${ClusterName}"],
+					"%s launches only from this cluster's launch templates", name)
+				require.Equal(t, "false", s.Condition["Null"]["aws:ResourceTag/karpenter.sh/nodepool"],
+					"%s launches only from launch templates of a node pool", name)
 			}
 			if contains(s.Actions, "ssm:GetParameter") {
 				require.Equal(t, []string{"arn:${AWS::Partition}:ssm:${AWS::Region}::parameter/aws/service/*",
@@ -175,6 +185,17 @@ func TestIAMPolicies(t *testing.T) {
 			require.Contains(t, []string{"LauncherRole", "TerminatorRole"}, logical, "scheduler and pod-watcher call no AWS API")
 		}
 	}
+}
+
+const launchTemplateARN = "arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:launch-template/"
+
+func containsPrefix(list []string, prefix string) bool {
+	for _, e := range list {
+		if strings.HasPrefix(e, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 func contains(list []string, s string) bool {

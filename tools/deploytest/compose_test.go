@@ -69,6 +69,16 @@ func TestComposeIsValidAndComplete(t *testing.T) {
 		require.True(t, strings.HasPrefix(*s.Environment["AWS_ENDPOINT_URL_EC2"], "http://127.0.0.1:4566"), name)
 		require.True(t, strings.HasPrefix(*s.Environment["AWS_ENDPOINT_URL_SSM"], "http://127.0.0.1:4566"), name+": AMI aliases resolve through SSM")
 	}
+	// Nothing in the stack authenticates (NATS, its monitoring, Jaeger, the admin ports): every
+	// published port is on the host's loopback only.
+	published := 0
+	for name, s := range p.Services {
+		for _, port := range s.Ports {
+			published++
+			require.Equal(t, "127.0.0.1", port.HostIP, "%s publishes %s on every interface", name, port.Published)
+		}
+	}
+	require.NotZero(t, published)
 	require.Contains(t, p.Services["launcher"].Command, "--cluster-name")
 	require.Contains(t, p.Services["terminator"].Command, "--interruption-queue")
 }
