@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
 )
@@ -24,10 +26,55 @@ type EC2API interface {
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 }
 
-// terminateInstance terminates one instance; one that no longer exists counts as done.
-func terminateInstance(ctx context.Context, api EC2API, id string) error {
+// nodePoolTag is on every instance the launcher starts. With the cluster tag it marks an
+// instance as Fleetwright's: the instances of an EKS managed node group carry
+// kubernetes.io/cluster/<name> too, and are never the terminator's to end.
+const nodePoolTag = "karpenter.sh/nodepool"
+
+// errNotOwned is a refusal to terminate an instance that is not this cluster's Fleetwright's;
+// retrying cannot change it.
+var errNotOwned = errors.New("not tagged as this cluster's node pool instance")
+
+// owned reports whether tags mark an instance as one this cluster's Fleetwright launched:
+// kubernetes.io/cluster/<cluster>=owned and karpenter.sh/nodepool, as the IAM policy requires.
+func owned(tags []ec2types.Tag, cluster string) bool {
+	return cluster != "" && tag(tags, "kubernetes.io/cluster/"+cluster) == "owned" && tag(tags, nodePoolTag) != ""
+}
+
+// checkOwned describes the instance and returns an error wrapping errNotOwned unless it is this
+// cluster's (see owned); gone reports an instance EC2 no longer knows.
+func checkOwned(ctx context.Context, api EC2API, cluster, id string) (gone bool, err error) {
+	out, err := api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	var ae smithy.APIError
+	if err != nil && errors.As(err, &ae) && ae.ErrorCode() == "InvalidInstanceID.NotFound" {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("describing instance %s: %w", id, err)
+	}
+	for _, res := range out.Reservations {
+		for _, inst := range res.Instances {
+			if aws.ToString(inst.InstanceId) != id {
+				continue
+			}
+			if !owned(inst.Tags, cluster) {
+				return false, fmt.Errorf("refusing to terminate instance %s: %w (kubernetes.io/cluster/%s=owned and %s; a managed node group's or another tool's?)",
+					id, errNotOwned, cluster, nodePoolTag)
+			}
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// terminateInstance terminates one instance of this cluster's (see owned), and refuses any
+// other; one that no longer exists counts as done.
+func terminateInstance(ctx context.Context, api EC2API, cluster, id string) error {
 	if id == "" {
 		return nil
+	}
+	if gone, err := checkOwned(ctx, api, cluster, id); gone || err != nil {
+		return err
 	}
 	_, err := api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}})
 	var ae smithy.APIError

@@ -39,6 +39,7 @@ type executor struct {
 	k       *kube
 	cs      kubernetes.Interface
 	ec2     EC2API
+	cluster string // terminates only instances tagged for it and a node pool (see owned)
 	bus     publisher
 	prefix  subject.Prefix
 	log     zerolog.Logger
@@ -94,11 +95,17 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 		res.Instance = ec2v1.InstanceID(node.Spec.ProviderID)
 	}
 	if claim == nil && node == nil {
-		if err := terminateInstance(ctx, e.ec2, res.Instance); err != nil {
+		if err := terminateInstance(ctx, e.ec2, e.cluster, res.Instance); err != nil {
 			return res, err
 		}
 		res.Outcome = terminationv1.TerminationOutcome_TERMINATION_OUTCOME_ALREADY_GONE
 		return res, nil
+	}
+	// Nothing is tainted or drained for an instance the terminator may not end (see owned).
+	if res.Instance != "" {
+		if _, err := checkOwned(ctx, e.ec2, e.cluster, res.Instance); err != nil {
+			return res, err
+		}
 	}
 
 	committed := claim != nil && claim.DeletionTimestamp != nil
@@ -160,7 +167,7 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 		e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DRAINED, in, node)
 	}
 	tctx, span := tracer.Start(ctx, "terminator.terminate-instance", trace.WithAttributes(attribute.String("fleetwright.instance_id", res.Instance)))
-	err = terminateInstance(tctx, e.ec2, res.Instance)
+	err = terminateInstance(tctx, e.ec2, e.cluster, res.Instance)
 	endSpan(span, err)
 	if err != nil {
 		return res, err

@@ -38,6 +38,9 @@ func (e *executor) handle(ctx context.Context, in *terminationv1.TerminationInte
 		log.Info().Msg("resumed termination not needed: another intent is carrying it out")
 		return nil
 	}
+	if errors.Is(err, errNotOwned) {
+		return bus.Permanent(err) // dead-lettered, with the refusal, at once
+	}
 	if err != nil {
 		return err
 	}

@@ -176,9 +176,22 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// launch starts one instance of the capacity type through CreateFleet, with the tags, and lets
-// it boot.
+// fleetTags are the tags the launcher puts on every instance, which the terminator requires
+// before it terminates one: the cluster's, and a node pool.
+func fleetTags() []ec2types.Tag {
+	return []ec2types.Tag{{Key: aws.String("kubernetes.io/cluster/demo-cluster"), Value: aws.String("owned")},
+		{Key: aws.String("karpenter.sh/nodepool"), Value: aws.String("default")}}
+}
+
+// launch starts one instance of the capacity type through CreateFleet, tagged as the launcher
+// tags it (fleetTags) and with the tags, and lets it boot.
 func (e *env) launch(capacity ec2types.DefaultTargetCapacityType, tags ...ec2types.Tag) awsemu.InstanceInfo {
+	e.t.Helper()
+	return e.launchTagged(capacity, append(fleetTags(), tags...)...)
+}
+
+// launchTagged is launch with exactly the tags.
+func (e *env) launchTagged(capacity ec2types.DefaultTargetCapacityType, tags ...ec2types.Tag) awsemu.InstanceInfo {
 	e.t.Helper()
 	imgs, err := e.ec2.DescribeImages(e.ctx, &ec2.DescribeImagesInput{Owners: []string{"amazon"},
 		Filters: []ec2types.Filter{{Name: aws.String("name"), Values: []string{"amazon-eks-node-al2023-x86_64-standard-1.32-*"}}}})

@@ -14,9 +14,9 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 )
 
-// orphans terminates running instances tagged as this cluster's whose NodeClaim no longer
-// exists (a claim deleted by hand before its finalizer was there, a crash between CreateFleet
-// and recording the instance). An instance younger than grace is left alone: its claim may be
+// orphans terminates running instances tagged as this cluster's and a node pool's (see owned)
+// whose NodeClaim no longer exists (a claim deleted by hand before its finalizer was there, a
+// crash between CreateFleet and recording the instance). An instance younger than grace is left alone: its claim may be
 // about to record it.
 type orphans struct {
 	ec2     EC2API
@@ -29,11 +29,11 @@ type orphans struct {
 }
 
 func (o *orphans) collect(ctx context.Context) error {
-	owned := map[string]bool{}
+	claims := map[string]bool{}
 	for _, nc := range o.cache.Claims() {
-		owned[nc.Name] = true
+		claims[nc.Name] = true
 		if id := ec2v1.InstanceID(nc.Status.ProviderID); id != "" {
-			owned[id] = true
+			claims[id] = true
 		}
 	}
 	p := ec2.NewDescribeInstancesPaginator(o.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
@@ -49,12 +49,12 @@ func (o *orphans) collect(ctx context.Context) error {
 		for _, res := range page.Reservations {
 			for _, inst := range res.Instances {
 				id, claim := aws.ToString(inst.InstanceId), tag(inst.Tags, "karpenter.sh/nodeclaim")
-				if owned[claim] || owned[id] || inst.LaunchTime != nil && o.now().Sub(*inst.LaunchTime) < o.grace {
+				if !owned(inst.Tags, o.cluster) || claims[claim] || claims[id] || inst.LaunchTime != nil && o.now().Sub(*inst.LaunchTime) < o.grace {
 					continue
 				}
 				log := o.log.With().Str("instance", id).Str("nodeclaim", claim).Logger()
 				log.Warn().Msg("terminating instance no NodeClaim owns")
-				if err := terminateInstance(ctx, o.ec2, id); err != nil {
+				if err := terminateInstance(ctx, o.ec2, o.cluster, id); err != nil {
 					log.Error().Err(err).Msg("terminating orphaned instance")
 					continue
 				}

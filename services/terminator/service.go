@@ -48,7 +48,7 @@ func run(ctx context.Context, args []string) error {
 	m := newMetrics(rt.Registry)
 	api := ec2.NewFromConfig(awsCfg)
 	gc := &orphans{ec2: api, cache: k.cache, cluster: cfg.ClusterName, grace: cfg.GCGrace, log: rt.Log, metrics: m, now: time.Now}
-	ex := &executor{k: k, cs: rt.Kube, ec2: api, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, events: rt.Events,
+	ex := &executor{k: k, cs: rt.Kube, ec2: api, cluster: cfg.ClusterName, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, events: rt.Events,
 		resumeAfter: cfg.ResumeAfter}
 	d := &decider{k: k, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, blockedLogged: map[string]bool{}, events: rt.Events,
 		resumeAfter: cfg.ResumeAfter}

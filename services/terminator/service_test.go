@@ -262,14 +262,17 @@ func TestExecutorTerminatesClaimWithNode(t *testing.T) {
 func TestRegistrationTimeoutAndOrphans(t *testing.T) {
 	e := newEnv(t, 105)
 	owned := func(claim string) []ec2types.Tag {
-		return []ec2types.Tag{{Key: aws.String("kubernetes.io/cluster/demo-cluster"), Value: aws.String("owned")},
-			{Key: aws.String("karpenter.sh/nodeclaim"), Value: aws.String(claim)}}
+		return []ec2types.Tag{{Key: aws.String("karpenter.sh/nodeclaim"), Value: aws.String(claim)}}
 	}
 	late := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, owned("noreg-a")...)
 	e.launchedAt(e.claim("noreg-a", late, ""), time.Now().Add(-time.Hour))
 	fresh := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, owned("noreg-b")...)
 	e.launchedAt(e.claim("noreg-b", fresh, ""), time.Now())
 	orphan := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, owned("deleted-by-hand")...)
+	// Tagged for the cluster and with a claim's name, but no node pool: not Fleetwright's.
+	stranger := e.launchTagged(ec2types.DefaultTargetCapacityTypeOnDemand,
+		ec2types.Tag{Key: aws.String("kubernetes.io/cluster/demo-cluster"), Value: aws.String("owned")},
+		ec2types.Tag{Key: aws.String("karpenter.sh/nodeclaim"), Value: aws.String("not-ours")})
 	e.run("--registration-ttl", "15m", "--gc-interval", "200ms", "--gc-grace", "1m")
 
 	running := func(id string) bool { s := e.instance(id).State; return s == "running" || s == "pending" }
@@ -283,7 +286,52 @@ func TestRegistrationTimeoutAndOrphans(t *testing.T) {
 	assert.Equal(t, commonv1.TerminationReason_TERMINATION_REASON_REGISTRATION_TIMEOUT, in[0].GetReason())
 	assert.Equal(t, "noreg-a", in[0].GetNodeClaimName())
 	assert.True(t, running(fresh.ID), "a claim launched a moment ago keeps its instance")
+	assert.True(t, running(stranger.ID), "an instance without karpenter.sh/nodepool is never collected")
 	_, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, "noreg-b", metav1.GetOptions{})
 	assert.NoError(t, err)
 	assert.Contains(t, e.metrics(), "fleetwright_terminator_orphans_terminated_total 1")
+}
+
+// The terminator ends only instances tagged for the cluster and a node pool, as the launcher
+// tags them and as its IAM policy allows. An EKS managed node group's instance carries the
+// cluster tag too: an intent naming its node (or only its instance) is refused — dead-lettered
+// with the reason — and the node is neither tainted nor drained, the instance left running.
+func TestExecutorNeverTerminatesManagedNodeGroupInstances(t *testing.T) {
+	e := newEnv(t, 106)
+	mngTags := []ec2types.Tag{{Key: aws.String("kubernetes.io/cluster/demo-cluster"), Value: aws.String("owned")},
+		{Key: aws.String("eks:nodegroup-name"), Value: aws.String("system")}}
+	withNode := e.launchTagged(ec2types.DefaultTargetCapacityTypeOnDemand, mngTags...)
+	bare := e.launchTagged(ec2types.DefaultTargetCapacityTypeOnDemand, mngTags...)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: withNode.PrivateDNS, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+		Spec: corev1.NodeSpec{ProviderID: providerID(withNode)}}
+	_, err := e.kube.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { e.remove(e.dyn.Resource(corev1.SchemeGroupVersion.WithResource("nodes")), node.Name) })
+	e.run()
+
+	var seqs []uint64
+	for _, in := range []*terminationv1.TerminationIntent{
+		{IntentId: "mng-node/interrupted", NodeName: node.Name, Reason: commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED,
+			RequestTime: timestamppb.New(epoch), Why: "test"},
+		{IntentId: "mng-bare/interrupted", NodeName: "gone-" + bare.PrivateDNS, InstanceId: bare.ID,
+			Reason: commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED, RequestTime: timestamppb.New(epoch), Why: "test"},
+	} {
+		ack, err := e.conn.PublishAck(e.ctx, intentsSubject(), in, in.GetIntentId())
+		require.NoError(t, err)
+		seqs = append(seqs, ack.Sequence)
+	}
+	require.Eventually(t, func() bool {
+		return e.consumed(intentsSubject(), "terminator", seqs[0]) && e.consumed(intentsSubject(), "terminator", seqs[1])
+	}, wait, tick, "both intents are settled")
+	assert.Contains(t, e.metrics(), `outcome="deadlettered",subject="`+intentsSubject()+`"} 2`, "the refusals are dead-lettered, not retried")
+
+	for _, inst := range []awsemu.InstanceInfo{withNode, bare} {
+		assert.Equal(t, "running", e.instance(inst.ID).State, "instance %s is a managed node group's", inst.ID)
+	}
+	assert.False(t, slices.ContainsFunc(e.emu.Calls(), func(c awsemu.Call) bool { return c.Action == "TerminateInstances" }),
+		"TerminateInstances is never called")
+	n, err := e.kube.CoreV1().Nodes().Get(e.ctx, node.Name, metav1.GetOptions{})
+	require.NoError(t, err, "the node stays")
+	assert.False(t, hasDisruptedTaint(n), "the node is not tainted")
+	assert.False(t, n.Spec.Unschedulable)
 }
