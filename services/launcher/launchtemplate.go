@@ -91,7 +91,8 @@ func (s templateSpec) name() string {
 }
 
 // templates creates launch templates on first use and remembers the ones it has seen for a
-// while, so a busy launcher describes each one rarely.
+// while (ttl), so a busy launcher describes each one rarely; it forgets them after that, so the
+// names of configurations no longer launched (an AMI replaced, a class changed) do not pile up.
 type templates struct {
 	api EC2API
 	ttl time.Duration
@@ -125,8 +126,14 @@ func (t *templates) ensure(ctx context.Context, spec templateSpec) (string, erro
 	default:
 		return "", fmt.Errorf("describing launch template %s: %w", name, err)
 	}
+	now := t.now()
 	t.mu.Lock()
-	t.seen[name] = t.now()
+	for n, at := range t.seen { // bounded: what is past its ttl would be described again anyway
+		if now.Sub(at) >= t.ttl {
+			delete(t.seen, n)
+		}
+	}
+	t.seen[name] = now
 	t.mu.Unlock()
 	return name, nil
 }

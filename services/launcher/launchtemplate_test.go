@@ -1,9 +1,19 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fleetwright/fleetwright/tools/awsemu"
 )
 
 // Every launch setting of a class is part of its template's name, so changing one makes a new
@@ -31,4 +41,32 @@ func TestTemplateNameCoversEveryLaunchSetting(t *testing.T) {
 		seen[name] = what
 	}
 	assert.Equal(t, metadataOptions{Endpoint: "enabled", IPv6: "disabled", HopLimit: 1, Tokens: "required"}, metadataOf(nil), "the CRD's defaults")
+}
+
+// The launcher remembers the templates it has seen for the ttl only: the names of configurations
+// no longer launched (every AMI release makes new ones) do not pile up for the process's life.
+func TestSeenTemplatesAreForgottenAfterTheTTL(t *testing.T) {
+	emu, err := awsemu.New(awsemu.Config{})
+	require.NoError(t, err)
+	srv := httptest.NewServer(emu)
+	t.Cleanup(srv.Close)
+	api := ec2.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("x", "x", "")})
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	tpl := newTemplates(api, time.Minute, func() time.Time { return now })
+	imgs, err := api.DescribeImages(context.Background(), &ec2.DescribeImagesInput{Owners: []string{"amazon"}})
+	require.NoError(t, err)
+	require.NotEmpty(t, imgs.Images)
+	spec := templateSpec{ClusterName: "c", NodeClass: "n", ImageID: aws.ToString(imgs.Images[0].ImageId), Metadata: metadataOf(nil)}
+
+	first, err := tpl.ensure(context.Background(), spec)
+	require.NoError(t, err)
+	for i := 0; i < 50; i++ {
+		now = now.Add(2 * time.Minute)
+		spec.UserData = fmt.Sprintf("release %d", i) // a new configuration each time
+		_, err := tpl.ensure(context.Background(), spec)
+		require.NoError(t, err)
+	}
+	assert.Len(t, tpl.seen, 1, "only the template seen within the ttl is remembered")
+	assert.NotContains(t, tpl.seen, first)
 }
