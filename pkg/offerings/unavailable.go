@@ -84,10 +84,13 @@ func (u *Unavailable) Follow(ctx context.Context, conn *bus.Conn, replay time.Du
 }
 
 // Add records an offering until its expiry; it reports whether the offering is still to be
-// avoided and was not known to be until then already.
+// avoided and was not known to be until then already. It forgets expired offerings as it goes,
+// so a cache that is fed but rarely read (a launcher without launches) stays bounded by the
+// offerings unavailable now.
 func (u *Unavailable) Add(o *launchv1.OfferingUnavailable) bool {
-	expire := Expiry(o, u.now())
-	if !expire.After(u.now()) {
+	now := u.now()
+	expire := Expiry(o, now)
+	if !expire.After(now) {
 		return false
 	}
 	key := Key(o)
@@ -96,8 +99,17 @@ func (u *Unavailable) Add(o *launchv1.OfferingUnavailable) bool {
 	if !expire.After(u.entries[key]) {
 		return false
 	}
+	u.forgetExpiredLocked(now)
 	u.entries[key] = expire
 	return true
+}
+
+func (u *Unavailable) forgetExpiredLocked(now time.Time) {
+	for k, exp := range u.entries {
+		if !exp.After(now) {
+			delete(u.entries, k)
+		}
+	}
 }
 
 // Expiry is when the offering may be tried again: its expire time, or its observe time (now if
@@ -142,12 +154,9 @@ func (u *Unavailable) Set() map[scheduling.OfferingKey]bool {
 	now := u.now()
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.forgetExpiredLocked(now)
 	out := make(map[scheduling.OfferingKey]bool, len(u.entries))
-	for k, exp := range u.entries {
-		if !exp.After(now) {
-			delete(u.entries, k)
-			continue
-		}
+	for k := range u.entries {
 		out[k] = true
 	}
 	return out

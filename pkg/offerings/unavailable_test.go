@@ -1,6 +1,7 @@
 package offerings
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -50,4 +51,19 @@ func TestCapacityTypeNames(t *testing.T) {
 	}
 	assert.Equal(t, commonv1.CapacityType_CAPACITY_TYPE_UNSPECIFIED, CapacityType("reserved"), "unknown is unspecified, never on-demand")
 	assert.Empty(t, CapacityTypeName(commonv1.CapacityType_CAPACITY_TYPE_UNSPECIFIED))
+}
+
+// Offerings added and never read again (a launcher that marks offerings from the bus but does
+// not launch) are forgotten once expired: the cache holds what is unavailable now, no more.
+func TestUnavailableForgetsExpiredOfferingsWithoutReads(t *testing.T) {
+	clock := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	u := NewUnavailable(func() time.Time { return clock })
+	for i := 0; i < 1000; i++ {
+		assert.True(t, u.Add(&launchv1.OfferingUnavailable{InstanceType: fmt.Sprintf("t%d", i), Zone: "z1",
+			CapacityType: commonv1.CapacityType_CAPACITY_TYPE_SPOT, Ttl: durationpb.New(3 * time.Minute)}))
+		clock = clock.Add(time.Minute)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	assert.Equal(t, 3, len(u.entries), "only the offerings added within the last TTL are held")
 }
