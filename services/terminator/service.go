@@ -138,8 +138,7 @@ func (d *decider) pass(ctx context.Context) error {
 				log.Info().Msg("removed emptiness TTL from node")
 			}
 		case blocked:
-			if key := c.UID + a.Why; !d.blockedLogged[key] {
-				d.blockedLogged[key] = true
+			if d.once(c.UID + a.Why) {
 				log.Info().Msg(a.Why)
 				tell(d.events, c.NodeName, c.Name, c.UID, corev1.EventTypeNormal, reasonDisruptionBlocked, a.Why)
 			}
@@ -182,10 +181,9 @@ func (d *decider) publishDecision(ctx context.Context, in *terminationv1.Termina
 // logDecision logs a decision once per intent id: the pass repeats it until the executor
 // taints the node, and JetStream drops the repeats.
 func (d *decider) logDecision(a action, log zerolog.Logger) {
-	if d.blockedLogged[a.Intent.GetIntentId()] {
+	if !d.once(a.Intent.GetIntentId()) {
 		return
 	}
-	d.blockedLogged[a.Intent.GetIntentId()] = true
 	d.metrics.decisions.WithLabelValues(reasonName(a.Intent.GetReason())).Inc()
 	log.Info().Str("intent", a.Intent.GetIntentId()).Str("why", a.Intent.GetWhy()).Msg(a.Why)
 }
