@@ -133,3 +133,28 @@ func TestEKSOverlaySettings(t *testing.T) {
 	}
 	require.Contains(t, natsConfig, "cert_file: /etc/nats-tls/tls.crt", "the TLS component enables client TLS")
 }
+
+// TestSchedulerPodRights: the scheduler reads pods through its informer (list, watch) and
+// patches only their nomination annotations; it may not get, update or delete them. (patch
+// stays whole: RBAC cannot narrow it to annotations.)
+func TestSchedulerPodRights(t *testing.T) {
+	m := render(t, filepath.Join(root(t), "deploy", "base", "scheduler"))
+	role := find(t, m, "ClusterRole", "fleetwright-scheduler")
+	var cr struct {
+		Rules []struct {
+			APIGroups []string `yaml:"apiGroups"`
+			Resources []string `yaml:"resources"`
+			Verbs     []string `yaml:"verbs"`
+		} `yaml:"rules"`
+	}
+	require.NoError(t, yaml.Unmarshal([]byte(role.MustString()), &cr))
+	var verbs []string
+	for _, r := range cr.Rules {
+		for _, res := range r.Resources {
+			if res == "pods" && len(r.APIGroups) == 1 && r.APIGroups[0] == "" {
+				verbs = append(verbs, r.Verbs...)
+			}
+		}
+	}
+	require.ElementsMatch(t, []string{"list", "watch", "patch"}, verbs)
+}
