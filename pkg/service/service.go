@@ -66,7 +66,7 @@ type Common struct {
 // Register adds the common flags to fs, each defaulting to its environment variable.
 func (c *Common) Register(fs *flag.FlagSet, defaultAdmin string) {
 	c.NATSURL = Env("NATS_URL", "nats://127.0.0.1:4222")
-	fs.Var(bus.URLFlag(&c.NATSURL), "nats-url", "NATS server URL(s), comma separated; shown with any password masked (env NATS_URL)")
+	fs.Var(bus.URLFlag(&c.NATSURL), "nats-url", "NATS server `URL`(s), comma separated; shown with any password masked (env NATS_URL)")
 	fs.StringVar(&c.NATSUser, "nats-user", Env("NATS_USER", ""), "NATS user, whose password is in env NATS_PASSWORD or --nats-password-file (env NATS_USER)")
 	c.NATSPassword = os.Getenv("NATS_PASSWORD")
 	fs.StringVar(&c.NATSPasswordFile, "nats-password-file", Env("NATS_PASSWORD_FILE", ""), "file holding the NATS user's password, instead of env NATS_PASSWORD (env NATS_PASSWORD_FILE)")
