@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,8 +30,15 @@ const instrumentationName = "github.com/fleetwright/fleetwright/pkg/bus"
 
 // Config says how to reach NATS. Only URL is required.
 type Config struct {
-	// URL of one or more servers, comma separated, e.g. "nats://nats:4222".
+	// URL of one or more servers, comma separated, e.g. "nats://nats:4222". A URL may carry
+	// user:password@ (or token@); the client takes them out and never shows them (see Redact).
 	URL string
+	// User and Password log in as a NATS user (nats.UserInfo), instead of user info in URL.
+	User     string
+	Password string
+	// PasswordFile holds the password instead of Password (one line; a trailing newline is
+	// dropped), e.g. a mounted Secret.
+	PasswordFile string
 	// CredsFile is a NATS .creds file (JWT + nkey seed); empty for none.
 	CredsFile string
 	// TLS configures server verification and client certificates.
@@ -78,6 +86,8 @@ type Conn struct {
 	closed     chan struct{}
 	health     consumerHealth
 	replicas   int
+	// lastConnectErr is why the last attempt to connect failed, for Connect's error.
+	lastConnectErr atomic.Pointer[error]
 }
 
 // Connect dials NATS and waits until the first connection is up or ctx ends.
@@ -90,6 +100,14 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 	if cfg.URL == "" {
 		return nil, fmt.Errorf("connecting to nats: empty URL")
+	}
+	servers, fromURL, err := parseServers(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to nats: %w", err)
+	}
+	login, err := credentials(cfg, fromURL)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to nats at %s: %w", servers, err)
 	}
 	if cfg.StreamReplicas < 0 || cfg.StreamReplicas > 5 {
 		return nil, fmt.Errorf("connecting to nats: stream replicas %d: must be 1 to 5", cfg.StreamReplicas)
@@ -121,11 +139,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	}
 
 	connected := make(chan struct{})
-	opts := c.options(cfg, connected)
-	servers, user, pass := splitCredentials(cfg.URL)
-	if user != "" {
-		opts = append(opts, nats.UserInfo(user, pass))
-	}
+	opts := append(c.options(cfg, connected), login...)
 	nc, err := nats.Connect(servers, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to nats at %s: %w", servers, err)
@@ -137,6 +151,10 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	case <-connected:
 	case <-ctx.Done():
 		nc.Close()
+		if last := c.lastConnectErr.Load(); last != nil {
+			// e.g. "nats: authorization violation": why it did not connect, beside the wait.
+			return nil, fmt.Errorf("connecting to nats at %s: %w (last error: %v)", servers, ctx.Err(), *last)
+		}
 		return nil, fmt.Errorf("connecting to nats at %s: %w", servers, ctx.Err())
 	}
 	js, err := jetstream.New(nc)
@@ -170,6 +188,7 @@ func (c *Conn) options(cfg Config, connected chan struct{}) []nats.Option {
 			closeOnce(connected)
 			c.log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to nats")
 		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { c.lastConnectErr.Store(&err) }),
 		nats.ClosedHandler(func(*nats.Conn) { closeOnce(c.closed) }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			ev := c.log.Error().Err(err)

@@ -44,11 +44,16 @@ var Version = "dev"
 
 // Common holds the flags every service takes.
 type Common struct {
-	NATSURL   string
-	NATSCreds string
-	NATSCA    string
-	NATSCert  string
-	NATSKey   string
+	NATSURL string
+	// NATSUser, with NATSPassword or the contents of NATSPasswordFile, logs in to NATS
+	// (nats.UserInfo). The password is never a flag: a flag's value shows in ps and in -h.
+	NATSUser         string
+	NATSPassword     string
+	NATSPasswordFile string
+	NATSCreds        string
+	NATSCA           string
+	NATSCert         string
+	NATSKey          string
 	// NATSStreamReplicas is how many NATS servers hold each stream (bus.Config.StreamReplicas).
 	NATSStreamReplicas int
 	Prefix             string
@@ -60,7 +65,11 @@ type Common struct {
 
 // Register adds the common flags to fs, each defaulting to its environment variable.
 func (c *Common) Register(fs *flag.FlagSet, defaultAdmin string) {
-	fs.StringVar(&c.NATSURL, "nats-url", Env("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL(s), comma separated (env NATS_URL)")
+	c.NATSURL = Env("NATS_URL", "nats://127.0.0.1:4222")
+	fs.Var(bus.URLFlag(&c.NATSURL), "nats-url", "NATS server `URL`(s), comma separated; shown with any password masked (env NATS_URL)")
+	fs.StringVar(&c.NATSUser, "nats-user", Env("NATS_USER", ""), "NATS user, whose password is in env NATS_PASSWORD or --nats-password-file (env NATS_USER)")
+	c.NATSPassword = os.Getenv("NATS_PASSWORD")
+	fs.StringVar(&c.NATSPasswordFile, "nats-password-file", Env("NATS_PASSWORD_FILE", ""), "file holding the NATS user's password, instead of env NATS_PASSWORD (env NATS_PASSWORD_FILE)")
 	fs.StringVar(&c.NATSCreds, "nats-creds", Env("NATS_CREDS", ""), "NATS credentials file (env NATS_CREDS)")
 	fs.StringVar(&c.NATSCA, "nats-ca", Env("NATS_CA", ""), "CA bundle to verify the NATS server (env NATS_CA)")
 	fs.StringVar(&c.NATSCert, "nats-cert", Env("NATS_CERT", ""), "client certificate for NATS (env NATS_CERT)")
@@ -79,6 +88,15 @@ func (c Common) Validate() error {
 	errs := []error{EnvError()}
 	if c.NATSURL == "" {
 		errs = append(errs, errors.New("--nats-url is required"))
+	}
+	if c.NATSPassword != "" && c.NATSPasswordFile != "" {
+		errs = append(errs, errors.New("NATS_PASSWORD and --nats-password-file are both set: give the password once"))
+	}
+	if (c.NATSPassword != "" || c.NATSPasswordFile != "") && c.NATSUser == "" {
+		errs = append(errs, errors.New("a NATS password (NATS_PASSWORD or --nats-password-file) needs --nats-user (NATS_USER)"))
+	}
+	if c.NATSUser != "" && c.NATSCreds != "" {
+		errs = append(errs, errors.New("--nats-user and --nats-creds are two ways to log in to NATS: give one"))
 	}
 	if (c.NATSCert == "") != (c.NATSKey == "") {
 		errs = append(errs, errors.New("--nats-cert and --nats-key go together"))
@@ -159,7 +177,8 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	log := rt.Log
 	rt.Bus, err = bus.Connect(ctx, bus.Config{
-		URL: o.Common.NATSURL, CredsFile: o.Common.NATSCreds, Name: "fleetwright-" + o.Name,
+		URL: o.Common.NATSURL, User: o.Common.NATSUser, Password: o.Common.NATSPassword, PasswordFile: o.Common.NATSPasswordFile,
+		CredsFile: o.Common.NATSCreds, Name: "fleetwright-" + o.Name,
 		TLS:    bus.TLSConfig{CA: o.Common.NATSCA, Cert: o.Common.NATSCert, Key: o.Common.NATSKey},
 		Prefix: o.Common.Prefix, StreamReplicas: o.Common.NATSStreamReplicas, Logger: &log, Registerer: rt.Registry,
 	})

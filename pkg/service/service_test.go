@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,32 +51,91 @@ func TestStartWiresAdminAndNATS(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "readyz names NATS once it is gone")
 }
 
-// The NATS URL the deployments build carries the service's password: it is given to the
-// server, and never reaches the log or an error.
+// TestNATSPasswordNeverReachesOutput starts a service against a server that wants a password,
+// given each way a service takes it (NATS_USER with NATS_PASSWORD or --nats-password-file, as
+// the Deployments do, or user info in NATS_URL), and fails to start with it: the password
+// reaches the server, and never the log, an error or the -h text.
 func TestNATSPasswordNeverReachesOutput(t *testing.T) {
-	srv := bustest.RunServerWithPassword(t, "scheduler", "s3cret-pw")
+	const pw = "s3cret-pw"
+	srv := bustest.RunServerWithPassword(t, "scheduler", pw)
+	pwFile := filepath.Join(t.TempDir(), "password")
+	require.NoError(t, os.WriteFile(pwFile, []byte(pw+"\n"), 0o600))
 	r, w, err := os.Pipe()
 	require.NoError(t, err)
 	stderr := os.Stderr
 	os.Stderr = w
+	defer func() { os.Stderr = stderr }()
+	logged := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		logged <- b
+	}()
+	// start runs the service with the environment env and the arguments args, as main does.
+	start := func(ctx context.Context, env map[string]string, args ...string) (*Runtime, error) {
+		for _, k := range []string{"NATS_URL", "NATS_USER", "NATS_PASSWORD", "NATS_PASSWORD_FILE"} {
+			t.Setenv(k, env[k])
+		}
+		var c Common
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		c.Register(fs, "127.0.0.1:0")
+		require.NoError(t, fs.Parse(args))
+		return Start(ctx, Options{Name: "test", Common: c})
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	url := fmt.Sprintf("nats://scheduler:s3cret-pw@%s", srv.Addr())
-	rt, err := Start(ctx, Options{Name: "test", Common: Common{NATSURL: url, AdminAddr: "127.0.0.1:0", Prefix: "fleetwright"}})
-	require.NoError(t, err, "the password reaches the server")
+	plain := "nats://" + srv.Addr().String()
+	for name, env := range map[string]map[string]string{
+		"NATS_USER and NATS_PASSWORD": {"NATS_URL": plain, "NATS_USER": "scheduler", "NATS_PASSWORD": pw},
+		"NATS_PASSWORD_FILE":          {"NATS_URL": plain, "NATS_USER": "scheduler", "NATS_PASSWORD_FILE": pwFile},
+		"in NATS_URL":                 {"NATS_URL": fmt.Sprintf("nats://scheduler:%s@%s", pw, srv.Addr())},
+		"in NATS_URL without scheme":  {"NATS_URL": fmt.Sprintf("scheduler:%s@%s", pw, srv.Addr())},
+	} {
+		rt, err := start(ctx, env)
+		require.NoError(t, err, "%s: the password reaches the server", name)
+		rt.Close(ctx)
+	}
+	rt, err := start(ctx, map[string]string{"NATS_URL": plain}, "--nats-user", "scheduler", "--nats-password-file", pwFile)
+	require.NoError(t, err, "--nats-user and --nats-password-file")
 	rt.Close(ctx)
-	short, cancelShort := context.WithTimeout(context.Background(), time.Second)
-	defer cancelShort()
-	_, failed := Start(short, Options{Name: "test", Common: Common{NATSURL: "nats://scheduler:s3cret-pw@127.0.0.1:1", AdminAddr: "127.0.0.1:0"}})
+
+	var failed []error
+	for _, env := range []map[string]string{
+		{"NATS_URL": "nats://scheduler:" + pw + "@127.0.0.1:1"},
+		{"NATS_URL": "nats://127.0.0.1:1", "NATS_USER": "scheduler", "NATS_PASSWORD": pw},
+		{"NATS_URL": plain, "NATS_USER": "scheduler", "NATS_PASSWORD": "wrong-" + pw},
+		{"NATS_URL": plain, "NATS_PASSWORD": pw},
+		{"NATS_URL": plain, "NATS_USER": "scheduler", "NATS_PASSWORD": pw, "NATS_PASSWORD_FILE": pwFile},
+	} {
+		short, cancelShort := context.WithTimeout(context.Background(), time.Second)
+		_, err := start(short, env)
+		cancelShort()
+		require.Error(t, err, "%v", env)
+		failed = append(failed, err)
+	}
+
+	var help strings.Builder
+	t.Setenv("NATS_URL", "nats://scheduler:"+pw+"@nats:4222")
+	t.Setenv("NATS_PASSWORD", pw)
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(&help)
+	new(Common).Register(fs, "127.0.0.1:0")
+	fs.PrintDefaults()
+
 	os.Stderr = stderr
 	require.NoError(t, w.Close())
-	out, err := io.ReadAll(r)
-	require.NoError(t, err)
-	require.Error(t, failed)
+	out := <-logged
 	assert.Contains(t, string(out), `"message":"starting"`)
-	assert.NotContains(t, string(out), "s3cret-pw", "the log")
-	assert.NotContains(t, failed.Error(), "s3cret-pw", "the error")
-	assert.Contains(t, failed.Error(), "nats://127.0.0.1:1")
+	assert.Contains(t, string(out), `"nats":"nats://scheduler:***@`, "the start line shows the URL, masked")
+	assert.NotContains(t, string(out), pw, "the log")
+	for _, err := range failed {
+		assert.NotContains(t, err.Error(), pw, "the error")
+	}
+	assert.Contains(t, failed[0].Error(), "nats://127.0.0.1:1")
+	assert.Contains(t, failed[2].Error(), "Authorization Violation")
+	assert.Contains(t, failed[3].Error(), "needs --nats-user")
+	assert.Contains(t, failed[4].Error(), "give the password once")
+	assert.Contains(t, help.String(), "nats://scheduler:***@nats:4222")
+	assert.NotContains(t, help.String(), pw, "-h")
 }
 
 func TestStartFailsClearlyWithoutNATSAndFreesTheAdminPort(t *testing.T) {
@@ -97,6 +157,8 @@ func TestStartFailsClearlyWithoutNATSAndFreesTheAdminPort(t *testing.T) {
 func TestValidateAndEnvFallback(t *testing.T) {
 	assert.ErrorContains(t, Common{AdminAddr: ":1"}.Validate(), "--nats-url is required")
 	assert.ErrorContains(t, Common{NATSURL: "x", AdminAddr: ":1", NATSCert: "c"}.Validate(), "--nats-cert and --nats-key go together")
+	assert.ErrorContains(t, Common{NATSURL: "x", AdminAddr: ":1", NATSUser: "u", NATSCreds: "c"}.Validate(), "two ways to log in")
+	assert.ErrorContains(t, Common{NATSURL: "x", AdminAddr: ":1", NATSPasswordFile: "f"}.Validate(), "needs --nats-user")
 
 	t.Setenv("NATS_URL", "nats://from-env:4222")
 	t.Setenv("ADMIN_ADDR", "127.0.0.1:9999")

@@ -2,7 +2,6 @@ package deploytest
 
 import (
 	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -21,15 +20,12 @@ import (
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
 
-// busAs connects through pkg/bus as one user (the way a service does: user and password in
-// NATS_URL) and ensures the streams, as service.Start does.
+// busAs connects through pkg/bus as one user (the way a service does: NATS_USER and
+// NATS_PASSWORD beside a NATS_URL without them) and ensures the streams, as service.Start does.
 func busAs(t *testing.T, ctx context.Context, serverURL, user, password string, logs *logBuffer) *bus.Conn {
 	t.Helper()
-	u, err := url.Parse(serverURL)
-	require.NoError(t, err)
-	u.User = url.UserPassword(user, password)
 	log := zerolog.New(logs).With().Str("user", user).Logger()
-	c, err := bus.Connect(ctx, bus.Config{URL: u.String(), Name: user, Logger: &log, Registerer: prometheus.NewRegistry()})
+	c, err := bus.Connect(ctx, bus.Config{URL: serverURL, User: user, Password: password, Name: user, Logger: &log, Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	require.NoError(t, c.EnsureStreams(ctx), "%s ensures the streams at start", user)

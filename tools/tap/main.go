@@ -11,6 +11,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -23,24 +24,32 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "tap:", err)
 		os.Exit(1)
 	}
 }
 
 type config struct {
-	url     string
-	prefix  string
-	creds   string
-	caFile  string
-	subject string
+	url          string
+	user         string
+	password     string // from env NATS_PASSWORD only: never a flag, which ps and -h show
+	passwordFile string
+	prefix       string
+	creds        string
+	caFile       string
+	subject      string
 }
 
-func parseConfig(args []string) (config, error) {
-	var cfg config
+func parseConfig(args []string, stderr io.Writer) (config, error) {
+	cfg := config{url: envOr("NATS_URL", "nats://127.0.0.1:4222"), password: os.Getenv("NATS_PASSWORD")}
 	fs := flag.NewFlagSet("tap", flag.ContinueOnError)
-	fs.StringVar(&cfg.url, "nats-url", envOr("NATS_URL", "nats://127.0.0.1:4222"), "NATS server URL (env NATS_URL)")
+	fs.SetOutput(stderr)
+	fs.Var(bus.URLFlag(&cfg.url), "nats-url", "NATS server `URL`(s), comma separated; shown with any password masked (env NATS_URL)")
+	fs.StringVar(&cfg.user, "nats-user", os.Getenv("NATS_USER"), "NATS user, whose password is in env NATS_PASSWORD or --nats-password-file (env NATS_USER)")
+	fs.StringVar(&cfg.passwordFile, "nats-password-file", os.Getenv("NATS_PASSWORD_FILE"), "file holding the NATS user's password (env NATS_PASSWORD_FILE)")
 	fs.StringVar(&cfg.prefix, "prefix", envOr("FLEETWRIGHT_PREFIX", string(subject.DefaultPrefix)), "subject prefix (env FLEETWRIGHT_PREFIX)")
 	fs.StringVar(&cfg.creds, "creds", os.Getenv("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
 	fs.StringVar(&cfg.caFile, "tls-ca", os.Getenv("NATS_TLS_CA"), "CA file to verify the server (env NATS_TLS_CA)")
@@ -65,33 +74,34 @@ func envOr(key, fallback string) string {
 	return fallback
 }
 
-func run() error {
-	cfg, err := parseConfig(os.Args[1:])
+// run taps until ctx ends: messages as JSON lines on stdout, what it is doing on stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, stderr)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	conn, err := bus.Connect(cctx, bus.Config{
-		URL:        cfg.url,
-		CredsFile:  cfg.creds,
-		TLS:        bus.TLSConfig{CA: cfg.caFile},
-		Name:       "fleetwright-tap",
-		Prefix:     cfg.prefix,
-		Registerer: prometheus.NewRegistry(),
+		URL:          cfg.url,
+		User:         cfg.user,
+		Password:     cfg.password,
+		PasswordFile: cfg.passwordFile,
+		CredsFile:    cfg.creds,
+		TLS:          bus.TLSConfig{CA: cfg.caFile},
+		Name:         "fleetwright-tap",
+		Prefix:       cfg.prefix,
+		Registerer:   prometheus.NewRegistry(),
 	})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = conn.Close() }()
 
-	tap, err := Start(conn.NATS(), cfg.subject, os.Stdout)
+	tap, err := Start(conn.NATS(), cfg.subject, stdout)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "tap: listening on %s at %s\n", cfg.subject, bus.Redact(cfg.url))
+	fmt.Fprintf(stderr, "tap: listening on %s at %s\n", cfg.subject, bus.Redact(cfg.url))
 	return tap.Run(ctx)
 }
