@@ -323,7 +323,7 @@ func (p *poller) handleEvent(ctx context.Context, ev *interruptionv1.Interruptio
 		l.Info().Str("node", c.NodeName).Str("state", ev.GetState()).Msg("recorded interruption event; no action")
 	default:
 		in := interruptionIntent(ev, c, p.now())
-		if err := p.bus.Publish(ctx, p.prefix.Of(subject.TerminationsIntents), in, in.GetIntentId()); err != nil {
+		if err := p.bus.Publish(ctx, intentSubject(p.prefix, in), in, in.GetIntentId()); err != nil {
 			return fmt.Errorf("publishing termination intent: %w", err)
 		}
 		p.metrics.decisions.WithLabelValues(reasonName(in.GetReason())).Inc()
