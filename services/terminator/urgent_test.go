@@ -7,8 +7,10 @@ import (
 	"time"
 
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -171,4 +173,25 @@ func TestInterruptionOvertakesBlockedDrains(t *testing.T) {
 	slow, _ := stored(e, intentsSubject(), newIntent)
 	assert.False(t, slices.ContainsFunc(slow, func(in *terminationv1.TerminationIntent) bool { return in.GetIntentId() == intentID }),
 		"and not among the voluntary and slow intents")
+}
+
+// Committing an intent records on the NodeClaim the deadline counted from the intent's request
+// time (for a spot interruption, from the warning), not from the commit: an intent a worker
+// reached 90 s late has 30 s of its 2 minutes left, not 2 fresh minutes.
+func TestCommitRecordsTheIntentsDeadline(t *testing.T) {
+	e := newEnv(t, 107)
+	inst := e.launch(ec2types.DefaultTargetCapacityTypeSpot)
+	nc := e.claim("commit-a", inst, "")
+	nodes, claims := writers(e.kube, e.dyn)
+	ex := &executor{k: &kube{nodes: nodes, claims: claims}, now: time.Now, log: zerolog.Nop()}
+	requested := time.Now().Add(-90 * time.Second).Truncate(time.Second)
+	in := &terminationv1.TerminationIntent{IntentId: string(nc.UID) + "/interrupted", NodeClaimName: nc.Name,
+		Reason: commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED, RequestTime: timestamppb.New(requested), GracePeriod: durationpb.New(2 * time.Minute)}
+	require.NoError(t, ex.commit(e.ctx, nc, in, ex.log))
+
+	u, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, nc.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotNil(t, u.GetDeletionTimestamp(), "committed: the claim is deleting")
+	assert.Equal(t, requested.Add(2*time.Minute).UTC().Format(time.RFC3339), u.GetAnnotations()[karpv1.NodeClaimTerminationTimestampAnnotationKey],
+		"the deadline is the request time plus the grace period")
 }
