@@ -9,7 +9,8 @@
 //	<prefix>.offerings.unavailable      launcher    -> scheduler (ICE offerings)
 //	<prefix>.nodes.events               launcher    -> anyone    (node registered, ...)
 //	<prefix>.interruptions.<kind>       terminator (SQS bridge)  -> terminator
-//	<prefix>.terminations.intents       terminator  -> terminator workers
+//	<prefix>.terminations.intents       terminator, scheduler -> terminator workers (voluntary and slow work)
+//	<prefix>.terminations.urgent        terminator  -> terminator urgent workers (interruptions)
 //	<prefix>.terminations.results       terminator workers -> anyone
 //	<prefix>.terminations.decisions     scheduler   -> audit     (DisruptionDecision: why a node goes, or why not)
 //	<prefix>.deadletter.<original rest> messages that could not be decoded or kept failing
@@ -34,7 +35,12 @@ const (
 	OfferingsUnavailable = "offerings.unavailable"
 	NodesEvents          = "nodes.events"
 	TerminationsIntents  = "terminations.intents"
-	TerminationsResults  = "terminations.results"
+	// TerminationsUrgent carries the TerminationIntents of interruptions: a spot instance is
+	// reclaimed two minutes after its warning, whatever else is draining. It has a durable
+	// consumer ("terminator-urgent") and workers of its own, so no drain a PodDisruptionBudget
+	// holds on TerminationsIntents can hold an interruption back.
+	TerminationsUrgent  = "terminations.urgent"
+	TerminationsResults = "terminations.results"
 	// TerminationsDecisions tells each step of the scheduler's disruption decisions, for the
 	// audit stream only: no service consumes it (the terminator's workers follow
 	// TerminationsIntents alone).

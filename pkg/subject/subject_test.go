@@ -52,6 +52,7 @@ func TestBuilders(t *testing.T) {
 		{"offerings", p.Of(OfferingsUnavailable), "fw.test.offerings.unavailable"},
 		{"nodes", p.Of(NodesEvents), "fw.test.nodes.events"},
 		{"terminations intents", p.Of(TerminationsIntents), "fw.test.terminations.intents"},
+		{"terminations urgent", p.Of(TerminationsUrgent), "fw.test.terminations.urgent"},
 		{"terminations results", p.Of(TerminationsResults), "fw.test.terminations.results"},
 		{"terminations decisions", p.Of(TerminationsDecisions), "fw.test.terminations.decisions"},
 		{"interruption", p.Interruptions(InterruptionSpot), "fw.test.interruptions.spot"},
@@ -118,4 +119,7 @@ func TestDecisionsLiveInTheTerminationsStream(t *testing.T) {
 	root := strings.TrimSuffix(p.StreamSubjects(StreamTerminations), ">")
 	assert.True(t, strings.HasPrefix(p.Of(TerminationsDecisions), root), "%s is under %s>", p.Of(TerminationsDecisions), root)
 	assert.NotEqual(t, p.Of(TerminationsIntents), p.Of(TerminationsDecisions))
+	// So are the interruptions' intents, on a subject the voluntary intents' consumer does not see.
+	assert.True(t, strings.HasPrefix(p.Of(TerminationsUrgent), root), "%s is under %s>", p.Of(TerminationsUrgent), root)
+	assert.NotEqual(t, p.Of(TerminationsIntents), p.Of(TerminationsUrgent))
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -61,9 +62,15 @@ func newKube(rt *service.Runtime, registrationTTL time.Duration) (*kube, error) 
 	if err != nil {
 		return nil, err
 	}
-	nodes, claims := rt.Kube.CoreV1().Nodes(), dyn.Resource(clusterstate.NodeClaims)
-	return &kube{registrationTTL: registrationTTL, cache: c, nodes: writer[*corev1.Node]{kind: "node", get: nodes.Get, update: nodes.Update, del: nodes.Delete},
-		claims: writer[*unstructured.Unstructured]{kind: "nodeclaim",
+	nodes, claims := writers(rt.Kube, dyn)
+	return &kube{registrationTTL: registrationTTL, cache: c, nodes: nodes, claims: claims}, nil
+}
+
+// writers are the kube's writers of Nodes and NodeClaims, straight to the API server.
+func writers(cs kubernetes.Interface, dyn dynamic.Interface) (writer[*corev1.Node], writer[*unstructured.Unstructured]) {
+	nodes, claims := cs.CoreV1().Nodes(), dyn.Resource(clusterstate.NodeClaims)
+	return writer[*corev1.Node]{kind: "node", get: nodes.Get, update: nodes.Update, del: nodes.Delete},
+		writer[*unstructured.Unstructured]{kind: "nodeclaim",
 			get: func(ctx context.Context, name string, o metav1.GetOptions) (*unstructured.Unstructured, error) {
 				return claims.Get(ctx, name, o)
 			},
@@ -73,7 +80,7 @@ func newKube(rt *service.Runtime, registrationTTL time.Duration) (*kube, error) 
 			del: func(ctx context.Context, name string, o metav1.DeleteOptions) error {
 				return claims.Delete(ctx, name, o)
 			},
-		}}, nil
+		}
 }
 
 // registerBy is when a launched claim's node must have registered; zero once it has.

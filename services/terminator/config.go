@@ -14,6 +14,7 @@ type config struct {
 	InterruptionQueue string
 	Region            string
 	Workers           int
+	UrgentWorkers     int
 	Interval          time.Duration
 	IntentAckWait     time.Duration
 	DrainSlice        time.Duration
@@ -33,6 +34,8 @@ func parseConfig(args []string) (config, error) {
 		"SQS interruption queue name or URL; default the cluster name; \"-\" disables interruption handling (env INTERRUPTION_QUEUE)")
 	fs.StringVar(&c.Region, "region", service.Env("AWS_REGION", "us-east-1"), "AWS region (env AWS_REGION)")
 	fs.IntVar(&c.Workers, "workers", service.EnvInt("TERMINATION_WORKERS", 4), "terminations in flight per replica (env TERMINATION_WORKERS)")
+	fs.IntVar(&c.UrgentWorkers, "urgent-workers", service.EnvInt("URGENT_TERMINATION_WORKERS", 2),
+		"interruptions in flight per replica, on a consumer of their own so no drain held by a PodDisruptionBudget delays them (env URGENT_TERMINATION_WORKERS)")
 	fs.DurationVar(&c.Interval, "interval", service.EnvDuration("DECISION_INTERVAL", 2*time.Second), "how often emptiness, expiry and deletions are evaluated (env DECISION_INTERVAL)")
 	fs.DurationVar(&c.IntentAckWait, "intent-ack-wait", service.EnvDuration("INTENT_ACK_WAIT", 5*time.Second),
 		"a termination intent whose worker died (stopped sending heartbeats) is redelivered this long after (env INTENT_ACK_WAIT)")
@@ -58,6 +61,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.Workers < 1 {
 		errs = append(errs, errors.New("--workers must be at least 1"))
+	}
+	if c.UrgentWorkers < 1 {
+		errs = append(errs, errors.New("--urgent-workers must be at least 1"))
 	}
 	if c.Interval <= 0 {
 		errs = append(errs, errors.New("--interval must be positive"))

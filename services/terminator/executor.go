@@ -163,7 +163,11 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 			return res, errStillDraining
 		}
 		res.Drain = e.now().Sub(started)
-		log.Info().Str("node", node.Name).Dur("took", res.Drain).Msg("drained node")
+		l := log.Info().Str("node", node.Name).Dur("took", res.Drain)
+		if !deadline.IsZero() {
+			l = l.Dur("before_deadline", deadline.Sub(e.now())) // negative: pods were deleted without eviction at the deadline
+		}
+		l.Msg("drained node")
 		e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DRAINED, in, node)
 	}
 	tctx, span := tracer.Start(ctx, "terminator.terminate-instance", trace.WithAttributes(attribute.String("fleetwright.instance_id", res.Instance)))
@@ -312,8 +316,8 @@ func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *term
 			a = map[string]string{}
 		}
 		a[intentAnnotation] = in.GetIntentId()
-		if g := in.GetGracePeriod(); g != nil {
-			a[karpv1.NodeClaimTerminationTimestampAnnotationKey] = e.now().Add(g.AsDuration()).UTC().Format(time.RFC3339)
+		if at, ok := intentDeadline(in, e.now()); ok {
+			a[karpv1.NodeClaimTerminationTimestampAnnotationKey] = at.UTC().Format(time.RFC3339)
 		}
 		nc.SetAnnotations(a)
 		return true
@@ -382,24 +386,47 @@ func (e *executor) superseded(claim *karpv1.NodeClaim, in *terminationv1.Termina
 }
 
 // deadline is when remaining pods are deleted without eviction (zero: never), and when the
-// drain started.
+// drain started. It is absolute: the deadline recorded on the claim when it was committed, or
+// the intent's own (intentDeadline), whichever comes first, so an interruption arriving while
+// an expiry is draining the node still ends the drain in time, and a redelivered or resumed
+// intent does not start its grace period again.
 func (e *executor) deadline(claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent) (deadline, started time.Time) {
 	started = in.GetRequestTime().AsTime()
+	own, hasOwn := intentDeadline(in, e.now())
 	if claim != nil && claim.DeletionTimestamp != nil {
 		started = claim.DeletionTimestamp.Time
 		if ts := claim.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey]; ts != "" {
 			if t, err := time.Parse(time.RFC3339, ts); err == nil {
+				if hasOwn && own.Before(t) {
+					return own, started
+				}
 				return t, started
 			}
 		}
-		if g := claim.Spec.TerminationGracePeriod; g != nil && in.GetGracePeriod() == nil {
+		if g := claim.Spec.TerminationGracePeriod; g != nil && !hasOwn {
 			return started.Add(g.Duration), started
 		}
 	}
-	if g := in.GetGracePeriod(); g != nil {
-		return in.GetRequestTime().AsTime().Add(g.AsDuration()), started
+	if hasOwn {
+		return own, started
 	}
 	return time.Time{}, started
+}
+
+// intentDeadline is the instant an intent's grace period ends: its request time plus its grace
+// period (for a spot interruption, when AWS reclaims the instance), not the time a worker got
+// to it. An intent without a request time counts from now; one without a grace period has no
+// deadline.
+func intentDeadline(in *terminationv1.TerminationIntent, now time.Time) (time.Time, bool) {
+	g := in.GetGracePeriod()
+	if g == nil {
+		return time.Time{}, false
+	}
+	from := now
+	if t := in.GetRequestTime(); t != nil && t.IsValid() && t.AsTime().Unix() > 0 {
+		from = t.AsTime()
+	}
+	return from.Add(g.AsDuration()), true
 }
 
 // event publishes one node lifecycle step; a failure is only logged.

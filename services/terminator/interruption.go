@@ -174,7 +174,10 @@ func kindSubject(k commonv1.InterruptionKind) string {
 const spotNotice = 2 * time.Minute
 
 // interruptionIntent is the decision an event leads to for one node. The grace period of a
-// spot interruption is the time left before AWS reclaims the instance.
+// spot interruption is what is left, at now, of the two minutes AWS gives from the warning's
+// event_time (its receive_time if the event has none), and no more than the NodeClaim's
+// terminationGracePeriod: a warning read late, or an event handled again, does not get a fresh
+// two minutes. request_time + grace_period is the instant AWS reclaims the instance.
 func interruptionIntent(ev *interruptionv1.InterruptionEvent, c claimRef, now time.Time) *terminationv1.TerminationIntent {
 	in := &terminationv1.TerminationIntent{
 		IntentId: c.UID + "/interrupted", NodeClaimName: c.Name, NodeName: c.NodeName, InstanceId: c.InstanceID,
@@ -185,16 +188,31 @@ func interruptionIntent(ev *interruptionv1.InterruptionEvent, c claimRef, now ti
 	if ev.GetState() != "" {
 		in.Why += " (" + ev.GetState() + ")"
 	}
-	if t := ev.GetEventTime(); ev.GetKind() == commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION && t != nil && !t.AsTime().IsZero() {
-		left := t.AsTime().Add(spotNotice).Sub(now)
-		if left < 0 {
-			left = 0
-		}
-		in.GracePeriod = durationpb.New(left)
-	} else if c.Grace != nil {
+	if c.Grace != nil {
 		in.GracePeriod = durationpb.New(*c.Grace)
 	}
+	if ev.GetKind() == commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION {
+		warned, ok := warningTime(ev)
+		if !ok {
+			warned = now // published by hand without times: it cannot be older than now
+		}
+		left := min(warned.Add(spotNotice).Sub(now), spotNotice) // a clock ahead of ours gives no more than the notice
+		left = max(left, 0)
+		if c.Grace == nil || left < *c.Grace {
+			in.GracePeriod = durationpb.New(left)
+		}
+	}
 	return in
+}
+
+// warningTime is when AWS sent the warning: the event's time, else when the poller received it.
+func warningTime(ev *interruptionv1.InterruptionEvent) (time.Time, bool) {
+	for _, t := range []*timestamppb.Timestamp{ev.GetEventTime(), ev.GetReceiveTime()} {
+		if t != nil && t.IsValid() && !t.AsTime().IsZero() && t.AsTime().Unix() > 0 {
+			return t.AsTime(), true
+		}
+	}
+	return time.Time{}, false
 }
 
 // publisher is the durable publish the poller and the decision loop need; *bus.Conn
@@ -323,7 +341,7 @@ func (p *poller) handleEvent(ctx context.Context, ev *interruptionv1.Interruptio
 		l.Info().Str("node", c.NodeName).Str("state", ev.GetState()).Msg("recorded interruption event; no action")
 	default:
 		in := interruptionIntent(ev, c, p.now())
-		if err := p.bus.Publish(ctx, p.prefix.Of(subject.TerminationsIntents), in, in.GetIntentId()); err != nil {
+		if err := p.bus.Publish(ctx, intentSubject(p.prefix, in), in, in.GetIntentId()); err != nil {
 			return fmt.Errorf("publishing termination intent: %w", err)
 		}
 		p.metrics.decisions.WithLabelValues(reasonName(in.GetReason())).Inc()

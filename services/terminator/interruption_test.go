@@ -100,3 +100,40 @@ func TestKindNames(t *testing.T) {
 	assert.Equal(t, "spot", kindSubject(commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION))
 	assert.Equal(t, "statechange", kindSubject(commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE))
 }
+
+// A spot interruption's grace period counts from the warning, not from when the intent is made:
+// an event 90 s old leaves 30 s, whether it has an event_time or only its receive_time; a
+// shorter terminationGracePeriod on the claim wins, and a warning stamped ahead of our clock
+// gives no more than the two minutes.
+func TestSpotGraceCountsFromTheWarning(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	warned := now.Add(-90 * time.Second)
+	long, short := 10*time.Minute, 20*time.Second
+	c := claimRef{Name: "default-abc", UID: "uid-1", InstanceID: "i-1", Grace: &long}
+	spot := func(eventTime, receiveTime time.Time) *interruptionv1.InterruptionEvent {
+		ev := &interruptionv1.InterruptionEvent{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, EventId: "e1", InstanceId: "i-1"}
+		if !eventTime.IsZero() {
+			ev.EventTime = timestamppb.New(eventTime)
+		}
+		if !receiveTime.IsZero() {
+			ev.ReceiveTime = timestamppb.New(receiveTime)
+		}
+		return ev
+	}
+
+	in := interruptionIntent(spot(warned, now), c, now)
+	assert.LessOrEqual(t, in.GetGracePeriod().AsDuration(), 30*time.Second, "90 s of the notice are gone")
+	at, ok := intentDeadline(in, now.Add(time.Hour))
+	require.True(t, ok)
+	assert.Equal(t, warned.Add(2*time.Minute), at, "the deadline is the warning plus two minutes, whenever a worker gets to it")
+
+	assert.Equal(t, 30*time.Second, interruptionIntent(spot(time.Time{}, warned), c, now).GetGracePeriod().AsDuration(),
+		"without an event_time the receive_time anchors it, not the claim's terminationGracePeriod")
+	assert.Equal(t, 2*time.Minute, interruptionIntent(spot(time.Time{}, time.Time{}), c, now).GetGracePeriod().AsDuration(),
+		"an event with no time at all was warned at the latest now")
+	assert.Equal(t, 2*time.Minute, interruptionIntent(spot(now.Add(30*time.Second), now), c, now).GetGracePeriod().AsDuration(),
+		"a warning stamped ahead of our clock gives no more than the notice")
+	c.Grace = &short
+	assert.Equal(t, short, interruptionIntent(spot(warned, now), c, now).GetGracePeriod().AsDuration(),
+		"the claim's shorter terminationGracePeriod wins")
+}

@@ -8,11 +8,14 @@
 //	  expiry: claim older than expireAfter / ttlSecondsUntilExpired                        │
 //	  sweeper: NodeClaim or Node deleted by someone else (finalizer holds it)              │
 //	SQS interruption queue ─ long poll ─ parser per (source, detail-type, version)        │
-//	  ──> <prefix>.interruptions.<kind> (InterruptionEvent) ───────────────────────────────┤
+//	  ──> <prefix>.interruptions.<kind> (InterruptionEvent)                                │
 //	  └─ SQS DeleteMessage only after the publishes below were acked                      v
-//	                                  <prefix>.terminations.intents (TerminationIntent)
-//	                                               │ durable pull consumer "terminator"
-//	                                               v (queue group of workers, any replica)
+//	        │                         <prefix>.terminations.intents (TerminationIntent)
+//	        v                                      │ durable pull consumer "terminator",
+//	  <prefix>.terminations.urgent ─ "terminator-urgent", --urgent-workers               │ --workers
+//	  (interruptions: never queued behind a drain a PodDisruptionBudget holds)             │
+//	        └──────────────────────────────────────┤
+//	                                               v (queue groups of workers, any replica)
 //	  taint karpenter.sh/disrupted:NoSchedule ─> delete NodeClaim (finalizer holds it)
 //	  ─> evict pods (429 = PDB, retried with backoff; DaemonSet and mirror pods skipped)
 //	  ─> TerminateInstances ─> remove finalizers, delete Node and NodeClaim

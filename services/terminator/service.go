@@ -53,7 +53,7 @@ func run(ctx context.Context, args []string) error {
 	d := &decider{k: k, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, blockedLogged: map[string]bool{}, events: rt.Events,
 		resumeAfter: cfg.ResumeAfter}
 
-	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("queue", cfg.InterruptionQueue).Int("workers", cfg.Workers).Bool("v1alpha5", k.cache.Legacy).Msg("terminating nodes")
+	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("queue", cfg.InterruptionQueue).Int("workers", cfg.Workers).Int("urgent_workers", cfg.UrgentWorkers).Bool("v1alpha5", k.cache.Legacy).Msg("terminating nodes")
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		return service.Every(gctx, cfg.Interval, func() {
@@ -80,16 +80,44 @@ func run(ctx context.Context, args []string) error {
 			}, p.handleEvent)
 		})
 	}
-	for i := 0; i < cfg.Workers; i++ {
-		g.Go(func() error {
-			return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{
-				Durable: "terminator", Subject: rt.Bus.Prefix().Of(subject.TerminationsIntents),
-				AckWait: cfg.IntentAckWait, HandlerTimeout: cfg.DrainSlice, MaxDeliver: -1, Batch: 1,
-				NakDelays: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second},
-			}, ex.handle)
-		})
+	// Two lanes of workers run the same executor: a drain a PodDisruptionBudget holds is
+	// redelivered slice after slice, and JetStream hands out redeliveries before new messages,
+	// so a few blocked drains on one consumer would keep an interruption waiting past its
+	// two minutes. Interruptions have a consumer and workers of their own (see intentSubject).
+	lanes := []struct {
+		durable, leaf string
+		workers       int
+	}{
+		{"terminator", subject.TerminationsIntents, cfg.Workers},
+		{"terminator-urgent", subject.TerminationsUrgent, cfg.UrgentWorkers},
+	}
+	for _, lane := range lanes {
+		for i := 0; i < lane.workers; i++ {
+			g.Go(func() error {
+				return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{
+					Durable: lane.durable, Subject: rt.Bus.Prefix().Of(lane.leaf),
+					AckWait: cfg.IntentAckWait, HandlerTimeout: cfg.DrainSlice, MaxDeliver: -1, Batch: 1,
+					NakDelays: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second},
+				}, ex.handle)
+			})
+		}
 	}
 	return g.Wait()
+}
+
+// intentSubject is where an intent is published: an interruption's on
+// <prefix>.terminations.urgent, every other on <prefix>.terminations.intents.
+//
+// Only interruptions are urgent: AWS takes the instance at a time of its choosing whatever
+// Fleetwright does. Expiry, registration timeouts and manual deletions are forced too, but
+// nothing outside waits on them, and an expiry or manual drain may wait on a
+// PodDisruptionBudget indefinitely: on the urgent lane it would hold an urgent worker the
+// way voluntary drains held interruptions before.
+func intentSubject(p subject.Prefix, in *terminationv1.TerminationIntent) string {
+	if in.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED {
+		return p.Of(subject.TerminationsUrgent)
+	}
+	return p.Of(subject.TerminationsIntents)
 }
 
 // decider runs the decision stages over the cluster and acts on their answers. Every replica
@@ -170,7 +198,7 @@ func (d *decider) publishDecision(ctx context.Context, in *terminationv1.Termina
 		attribute.String("fleetwright.reason", reasonName(in.GetReason())), attribute.String("fleetwright.nodeclaim", in.GetNodeClaimName()),
 		attribute.String("fleetwright.node", in.GetNodeName()), attribute.String("fleetwright.nodepool", in.GetNodePoolName()),
 		attribute.String("fleetwright.why", in.GetWhy())))
-	err := d.bus.Publish(ctx, d.prefix.Of(subject.TerminationsIntents), in, in.GetIntentId())
+	err := d.bus.Publish(ctx, intentSubject(d.prefix, in), in, in.GetIntentId())
 	endSpan(span, err)
 	if err != nil {
 		return fmt.Errorf("publishing termination intent: %w", err)

@@ -39,10 +39,11 @@ func newResult() *terminationv1.TerminationResult { return &terminationv1.Termin
 func newNodeEvent() *nodesv1.NodeEvent            { return &nodesv1.NodeEvent{} }
 func intentsSubject() string                      { return prefix.Of(subject.TerminationsIntents) }
 
-// intents returns every TerminationIntent on the bus.
+// intents returns every TerminationIntent on the bus, on both subjects (intentSubject).
 func (e *env) intents() []*terminationv1.TerminationIntent {
 	in, _ := stored(e, intentsSubject(), newIntent)
-	return in
+	urgent, _ := stored(e, prefix.Of(subject.TerminationsUrgent), newIntent)
+	return append(in, urgent...)
 }
 
 // eventFor waits for the InterruptionEvent about an instance and returns it with its sequence.

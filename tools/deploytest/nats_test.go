@@ -144,6 +144,8 @@ func TestServicePublishPermissions(t *testing.T) {
 		{"launcher", p.Of(subject.TerminationsIntents), false},
 		{"terminator", p.Interruptions(subject.InterruptionSpot), true},
 		{"terminator", p.Of(subject.TerminationsIntents), true},
+		{"terminator", p.Of(subject.TerminationsUrgent), true},
+		{"scheduler", p.Of(subject.TerminationsUrgent), false},
 		{"terminator", p.Of(subject.TerminationsResults), true},
 		{"terminator", p.Of(subject.NodesEvents), true},
 		{"terminator", p.Of(subject.LaunchIntents), false},

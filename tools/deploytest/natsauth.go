@@ -119,15 +119,18 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 		},
 		{
 			Name: "terminator",
-			Comment: "bridges SQS interruptions, decides and carries out terminations (publishing node " +
-				"events); reads launch results and node events",
+			Comment: "bridges SQS interruptions, decides and carries out terminations (interruptions on " +
+				"terminations.urgent, the rest on terminations.intents), publishing node events; reads launch " +
+				"results and node events",
 			Publish: join([]string{
 				p.AllInterruptions(),
 				p.Of(subject.TerminationsIntents),
+				p.Of(subject.TerminationsUrgent),
 				p.Of(subject.TerminationsResults),
 				p.Of(subject.NodesEvents),
 				p.DeadLetter(p.AllInterruptions()),
 				p.DeadLetter(p.Of(subject.TerminationsIntents)),
+				p.DeadLetter(p.Of(subject.TerminationsUrgent)),
 				p.DeadLetter(p.Of(subject.LaunchResults)),
 				p.DeadLetter(p.Of(subject.NodesEvents)),
 			}, js, readStream(p.Stream(subject.StreamInterruptions)), readStream(p.Stream(subject.StreamTerminations)),
