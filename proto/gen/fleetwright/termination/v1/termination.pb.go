@@ -5,7 +5,8 @@
 // source: fleetwright/termination/v1/termination.proto
 
 // Package fleetwright.termination.v1 carries termination decisions to the terminator's workers
-// on <prefix>.terminations.intents and their outcomes on <prefix>.terminations.results, and
+// on <prefix>.terminations.intents (interruptions on <prefix>.terminations.urgent, which has its
+// own consumer and workers) and their outcomes on <prefix>.terminations.results, and
 // tells the scheduler's disruption decisions on <prefix>.terminations.decisions (disruption.proto).
 
 package terminationv1
