@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -25,7 +28,7 @@ type subnet struct {
 
 // fleetRequest is one instant CreateFleet for one NodeClaim.
 type fleetRequest struct {
-	ClientToken   string            // the NodeClaim's UID: a retried launch returns the same instance
+	ClaimUID      string            // the NodeClaim's UID, the stem of the request's ClientToken
 	CapacityType  string            // spot or on-demand
 	InstanceTypes []fleetType       // cheapest first
 	Subnets       []subnet          // one per allowed zone with an offering
@@ -95,7 +98,6 @@ func (r fleetRequest) configs() []ec2types.FleetLaunchTemplateConfigRequest {
 func (r fleetRequest) input() *ec2.CreateFleetInput {
 	in := &ec2.CreateFleetInput{
 		Type:                  ec2types.FleetTypeInstant,
-		ClientToken:           aws.String(r.ClientToken),
 		LaunchTemplateConfigs: r.configs(),
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
 			TotalTargetCapacity: aws.Int32(1),
@@ -112,7 +114,78 @@ func (r fleetRequest) input() *ec2.CreateFleetInput {
 		in.TargetCapacitySpecification.DefaultTargetCapacityType = ec2types.DefaultTargetCapacityTypeOnDemand
 		in.OnDemandOptions = &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice}
 	}
+	in.ClientToken = aws.String(clientToken(r.ClaimUID, in))
 	return in
+}
+
+// clientToken is the claim's UID and a hash of the rest of the request. EC2 answers a token
+// it has seen with the fleet it made for it, but only for the very same parameters: the same
+// token with another subnet, unavailable set or launch template is IdempotentParameterMismatch,
+// forever. Those do change between tries of one claim (the offerings out of capacity, the
+// subnets' free addresses, a template renamed with its class), so the token is a pure function
+// of the whole request: a request repeated as it was (the SDK's retry, a redelivery before
+// anything changed) gets EC2's own idempotency, and a changed one is a new fleet. What keeps a
+// changed request from launching a second instance is the launcher's lookup of the claim's
+// instance by its karpenter.sh/nodeclaim tag before every CreateFleet (claimInstance), and
+// after a mismatch; the token alone could not do that without failing every changed request.
+// 36 characters of UID, a dash and 16 of hash fit EC2's 64.
+func clientToken(claimUID string, in *ec2.CreateFleetInput) string {
+	cp := *in
+	cp.ClientToken = nil
+	b, err := json.Marshal(&cp)
+	if err != nil { // plain data: cannot happen; the UID alone is still a valid token
+		return claimUID
+	}
+	sum := sha256.Sum256(b)
+	return claimUID + "-" + hex.EncodeToString(sum[:8])
+}
+
+// claimInstance is the live (pending or running) instance this cluster launched for the claim,
+// found by its karpenter.sh/nodeclaim tag, if any: one launched by an earlier delivery whose
+// CreateFleet succeeded but whose claim was never updated. A claim's name is unique in the
+// cluster (the scheduler adds a random suffix) and the tag is the cluster's, so a live
+// instance so tagged is this claim's.
+func claimInstance(ctx context.Context, api EC2API, cluster, claim string) (*ec2types.Instance, error) {
+	in := &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:karpenter.sh/nodeclaim"), Values: []string{claim}},
+		{Name: aws.String("tag:kubernetes.io/cluster/" + cluster), Values: []string{"owned"}},
+		{Name: aws.String("instance-state-name"), Values: []string{string(ec2types.InstanceStateNamePending), string(ec2types.InstanceStateNameRunning)}},
+	}}
+	var found *ec2types.Instance
+	for {
+		out, err := api.DescribeInstances(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("looking up the instance of nodeclaim %s: %w", claim, err)
+		}
+		for _, res := range out.Reservations {
+			for i := range res.Instances {
+				inst := &res.Instances[i]
+				// The earliest launched, should there be more than one (a double launch from
+				// before this lookup existed): the claim keeps the same one on every try.
+				if found == nil || deref(inst.LaunchTime).Before(deref(found.LaunchTime)) ||
+					(deref(inst.LaunchTime).Equal(deref(found.LaunchTime)) && deref(inst.InstanceId) < deref(found.InstanceId)) {
+					found = inst
+				}
+			}
+		}
+		if deref(out.NextToken) == "" {
+			return found, nil
+		}
+		in.NextToken = out.NextToken
+	}
+}
+
+// launchedOf describes an instance found by claimInstance as CreateFleet would have.
+func launchedOf(inst *ec2types.Instance) launched {
+	l := launched{InstanceID: deref(inst.InstanceId), InstanceType: string(inst.InstanceType), SubnetID: deref(inst.SubnetId),
+		CapacityType: scheduling.CapacityTypeOnDemand}
+	if inst.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+		l.CapacityType = scheduling.CapacityTypeSpot
+	}
+	if inst.Placement != nil {
+		l.Zone = deref(inst.Placement.AvailabilityZone)
+	}
+	return l
 }
 
 var errNoOverrides = errors.New("no instance type × subnet left to try: every offering is unavailable or no subnet matches the allowed zones")

@@ -61,6 +61,9 @@ type launchInfo struct {
 	// the node class it was launched with (EC2NodeClass.Hash), for drift detection.
 	SecurityGroups []string
 	ClassHash      string
+	// Adopted says the instance was not launched now but found: an earlier delivery launched it
+	// and did not record it.
+	Adopted bool
 }
 
 func zoneIDOf(subnets []subnet, zone string) string {
@@ -148,8 +151,9 @@ type launcher struct {
 // fails (each retry excludes the pools that were just reported out of capacity).
 const maxICERetries = 3
 
-// handle launches the intent's NodeClaim, once. A redelivered intent finds the claim launched
-// (or CreateFleet returns the same instance for the same ClientToken) and changes nothing.
+// handle launches the intent's NodeClaim, once. A redelivered intent finds the claim launched,
+// or the instance an earlier delivery launched without recording it (by its
+// karpenter.sh/nodeclaim tag, see adopt), and launches nothing new.
 func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d bus.Delivery) error {
 	ctx, span := otel.Tracer("launcher").Start(ctx, "launcher.launch")
 	defer span.End()
@@ -194,13 +198,17 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 	span.SetAttributes(attribute.String("fleetwright.instance_id", info.InstanceID), attribute.String("fleetwright.instance_type", info.InstanceType),
 		attribute.String("fleetwright.zone", info.Zone), attribute.String("fleetwright.capacity_type", info.CapacityType))
 	if err := l.claims.MarkLaunched(ctx, claim.Name, info); err != nil {
-		// The instance exists; a retry gets it back through the ClientToken and records it.
+		// The instance exists; a retry finds it by its tag (adopt) and records it.
 		return fmt.Errorf("recording launch on nodeclaim: %w", err)
 	}
 	l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "launched").Inc()
-	l.events.Eventf(clusterstate.ClaimRef(claim.Name, claim.UID), corev1.EventTypeNormal, reasonLaunched, "Launched instance %s (%s, %s, %s)",
-		info.InstanceID, info.InstanceType, info.Zone, info.CapacityType)
-	log.Info().Str("instance", info.InstanceID).Str("instanceType", info.InstanceType).Str("zone", info.Zone).
+	verb := "Launched"
+	if info.Adopted {
+		verb = "Adopted" // launched by an earlier delivery that did not record it
+	}
+	l.events.Eventf(clusterstate.ClaimRef(claim.Name, claim.UID), corev1.EventTypeNormal, reasonLaunched, "%s instance %s (%s, %s, %s)",
+		verb, info.InstanceID, info.InstanceType, info.Zone, info.CapacityType)
+	log.Info().Bool("adopted", info.Adopted).Str("instance", info.InstanceID).Str("instanceType", info.InstanceType).Str("zone", info.Zone).
 		Str("capacityType", info.CapacityType).Str("providerID", info.ProviderID).Msg("launched nodeclaim")
 	l.publishResult(ctx, &launchv1.LaunchResult{
 		NodeClaimName: claim.Name, NodeClaimUid: claim.UID, NodePoolName: intent.GetNodePoolName(),
@@ -272,7 +280,26 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 		return launchInfo{}, fmt.Errorf("%w %s: no image its amiSelectorTerms resolve to serves instance types %v (architecture and GPU/accelerator variant)",
 			errNodeClassInvalid, class.Name, unserved)
 	}
-	req := fleetRequest{ClientToken: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.claimTags(intent, class),
+	infoOf := func(got launched) launchInfo {
+		return launchInfo{
+			launched:       got,
+			ProviderID:     fmt.Sprintf("aws:///%s/%s", got.Zone, got.InstanceID),
+			ImageID:        imageOf[got.InstanceType].ID,
+			LaunchTemplate: templates[imageOf[got.InstanceType].key()],
+			Type:           l.typeOf(got.InstanceType),
+			ZoneID:         zoneIDOf(subnets, got.Zone),
+			Node:           nodeSettings(kubeletFor(intent, class), class),
+			SecurityGroups: sgs,
+			ClassHash:      class.Hash,
+		}
+	}
+	// An earlier delivery may have launched the claim's instance and failed before recording
+	// it (or this one's request differs from it: another unavailable set, subnet or template):
+	// adopt that instance rather than launch a second one.
+	if info, ok, err := l.adopt(ctx, claim, infoOf); err != nil || ok {
+		return info, err
+	}
+	req := fleetRequest{ClaimUID: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.claimTags(intent, class),
 		Context: class.Context}
 	for try := 0; ; try++ {
 		req.Unavailable = l.unavailable.Set()
@@ -286,24 +313,50 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 			l.metrics.fleetErrors.WithLabelValues(fleetErrorCode(err)).Inc()
 		}
 		if IsInsufficientCapacity(err) && try+1 < maxICERetries {
+			// The next request leaves out the exhausted pools, so its ClientToken is new too.
 			log.Info().Err(err).Msg("retrying launch without the exhausted offerings")
 			continue
+		}
+		if apiErrorCode(err) == "IdempotentParameterMismatch" {
+			// The token was used with other parameters: the claim's instance may exist.
+			info, ok, aerr := l.adopt(ctx, claim, infoOf)
+			switch {
+			case aerr != nil:
+				return launchInfo{}, aerr
+			case ok:
+				return info, nil
+			}
+			// No instance to adopt, and the same request would meet the same answer.
+			return launchInfo{}, bus.Permanent(fmt.Errorf("EC2 took this launch's ClientToken for another request and no instance is tagged for nodeclaim %s: %w", claim.Name, err))
 		}
 		if err != nil {
 			return launchInfo{}, err
 		}
-		return launchInfo{
-			launched:       got,
-			ProviderID:     fmt.Sprintf("aws:///%s/%s", got.Zone, got.InstanceID),
-			ImageID:        imageOf[got.InstanceType].ID,
-			LaunchTemplate: templates[imageOf[got.InstanceType].key()],
-			Type:           l.typeOf(got.InstanceType),
-			ZoneID:         zoneIDOf(subnets, got.Zone),
-			Node:           nodeSettings(kubeletFor(intent, class), class),
-			SecurityGroups: sgs,
-			ClassHash:      class.Hash,
-		}, nil
+		return infoOf(got), nil
 	}
+}
+
+// adopt finds the claim's instance (claimInstance) and describes it for the claim as if this
+// launch had made it; ok is false when there is none.
+func (l *launcher) adopt(ctx context.Context, claim claimState, infoOf func(launched) launchInfo) (launchInfo, bool, error) {
+	inst, err := claimInstance(ctx, l.api, l.cfg.ClusterName, claim.Name)
+	if err != nil || inst == nil {
+		return launchInfo{}, false, err
+	}
+	info := infoOf(launchedOf(inst))
+	info.Adopted = true
+	// What the instance has, not what this request would have given it.
+	info.ImageID = deref(inst.ImageId)
+	if len(inst.SecurityGroups) > 0 {
+		info.SecurityGroups = nil
+		for _, g := range inst.SecurityGroups {
+			info.SecurityGroups = append(info.SecurityGroups, deref(g.GroupId))
+		}
+	}
+	if info.ZoneID == "" && inst.Placement != nil {
+		info.ZoneID = deref(inst.Placement.AvailabilityZoneId)
+	}
+	return info, true, nil
 }
 
 // chooseCapacityType picks spot when the intent allows it and some spot offering of its types

@@ -7,13 +7,15 @@
 //	    ──> launch template per distinct configuration (image, user data with labels and taints,
 //	        metadata options, public IP, monitoring); each type launches from its variant's
 //	        image: nvidia for GPU types, neuron for Neuron
-//	    ──> CreateFleet instant, ClientToken = NodeClaim UID, class context ──> NodeClaim status, LaunchResult
+//	    ──> an instance already tagged for the claim? adopt it; else
+//	    ──> CreateFleet instant, ClientToken = NodeClaim UID + request hash, class context ──> NodeClaim status, LaunchResult
 //	    └─ InsufficientInstanceCapacity ──> <prefix>.offerings.unavailable (3 min), retry others
 //	Node registers (providerID) ──> NodeClaim Registered/Initialized, pool labels, startup taints
 //	every 5 min: DescribeInstanceTypes/Offerings/SpotPriceHistory ──> catalog KV bucket
 //
-// Replicas share one durable pull consumer; CreateFleet's ClientToken makes a redelivered
-// intent launch nothing new.
+// Replicas share one durable pull consumer; a redelivered intent finds the claim's instance by
+// its karpenter.sh/nodeclaim tag (or, for an unchanged request, CreateFleet's ClientToken
+// returns it) and launches nothing new.
 package main
 
 import "github.com/fleetwright/fleetwright/pkg/service"
