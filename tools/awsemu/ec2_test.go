@@ -305,6 +305,34 @@ func TestCreateFleetClientTokenIdempotency(t *testing.T) {
 	assert.Len(t, e.launch(t, in), 4)
 }
 
+// A token is spent even by a fleet that launched nothing: the same token with another request
+// (another subnet, here) is IdempotentParameterMismatch, and the same request gets the same
+// empty answer back, as EC2 does. A launcher must change its token with its request.
+func TestCreateFleetTokenOfAnEmptyFleetIsSpent(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	img := e.image(t, "amazon-eks-node-al2023-x86_64-standard-1.32-*")
+	e.template(t, "fw-lt", img, "")
+	require.NoError(t, e.emu.SetCapacity(CapacityRule{Pool: Pool{InstanceType: "m5.large", Zone: "us-east-1a", CapacityType: CapacitySpot}, Capacity: 0}))
+	in := e.fleet(t, "fw-lt", ec2types.DefaultTargetCapacityTypeSpot, 1, ov{"m5.large", "us-east-1a"})
+	in.ClientToken = aws.String("nodeclaim-uid-1")
+	out, err := e.ec2.CreateFleet(ctx, in)
+	require.NoError(t, err)
+	assert.Empty(t, out.Instances)
+	require.Len(t, out.Errors, 1)
+
+	again, err := e.ec2.CreateFleet(ctx, in)
+	require.NoError(t, err)
+	assert.Equal(t, *out.FleetId, *again.FleetId, "the same request: the same fleet")
+	assert.Empty(t, again.Instances)
+
+	other := e.fleet(t, "fw-lt", ec2types.DefaultTargetCapacityTypeSpot, 1, ov{"m5.large", "us-east-1b"})
+	other.ClientToken = in.ClientToken
+	_, err = e.ec2.CreateFleet(ctx, other)
+	assert.Equal(t, "IdempotentParameterMismatch", apiCode(t, err))
+	assert.Empty(t, e.emu.Instances())
+}
+
 func TestCreateFleetRejectsUnknownTypeSubnetAndTemplate(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
