@@ -123,7 +123,7 @@ func TestIAMPolicies(t *testing.T) {
 
 	require.Subset(t, actions(launcher), []string{"ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:DescribeLaunchTemplates",
 		"ec2:DeleteLaunchTemplate", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeImages",
-		"ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory",
+		"ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory", "ec2:DescribeInstances",
 		"ec2:CreateTags", "iam:PassRole", "iam:GetInstanceProfile", "iam:ListInstanceProfiles", "iam:CreateInstanceProfile",
 		"iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile", "ssm:GetParameter"})
 	require.NotContains(t, actions(launcher), "ec2:TerminateInstances", "the launcher launches; the terminator terminates")
