@@ -70,7 +70,6 @@ func natsPod(t *testing.T, overlay, tlsDir string) (args []string, env map[strin
 		if tlsDir != "" {
 			text = strings.ReplaceAll(text, "/etc/nats-tls/", tlsDir+"/")
 		}
-		text = strings.ReplaceAll(text, "/data/jetstream", filepath.Join(dir, "js"))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
 	}
 	expand := regexp.MustCompile(`\$\(([A-Z_]+)\)`)
