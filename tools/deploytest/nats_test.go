@@ -211,19 +211,12 @@ func TestServiceSubscribePermissions(t *testing.T) {
 	}
 }
 
-// TestShippedNATSConfParses loads the StatefulSet's nats.conf the way nats-server does (with
-// the environment the pod gives it) and checks JetStream and the three-node cluster.
+// TestShippedNATSConfParses loads the StatefulSet's command line and nats.conf the way
+// nats-server does (with the environment the pod gives it) and checks JetStream and the
+// three-node cluster.
 func TestShippedNATSConfParses(t *testing.T) {
-	passwords(t)
-	t.Setenv("SERVER_NAME", "nats-0")
-	dir := t.TempDir()
-	for _, f := range []string{"nats.conf", "auth.conf", "tls.conf"} {
-		b, err := os.ReadFile(filepath.Join(natsDir(t), f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o600))
-	}
-	opts, err := server.ProcessConfigFile(filepath.Join(dir, "nats.conf"))
-	require.NoError(t, err)
+	args, _ := natsPod(t, "local", "")
+	opts := configure(t, args)
 	require.True(t, opts.JetStream, "JetStream enabled")
 	require.Equal(t, "/data/jetstream", opts.StoreDir)
 	require.Equal(t, "nats-0", opts.ServerName)

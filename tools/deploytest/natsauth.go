@@ -11,6 +11,7 @@ package deploytest
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -23,6 +24,44 @@ type NATSUser struct {
 	Comment   string   // why it has what it has
 	Publish   []string // subjects it may publish to (JetStream API subjects included)
 	Subscribe []string // subjects it may subscribe to
+	Deny      []string // subjects it may not publish to even where Publish allows them
+}
+
+// durable is a named JetStream consumer and the service whose it is.
+type durable struct{ stream, name, owner string }
+
+// durables are the services' durable consumers (grep `Durable:` in services/). Two services
+// read some streams (interruptions: scheduler and terminator; launch: launcher and terminator),
+// so readStream alone would let one create, delete or drain the other's consumer.
+func durables(p subject.Prefix) []durable {
+	return []durable{
+		{p.Stream(subject.StreamPods), "scheduler", "scheduler"},
+		{p.Stream(subject.StreamInterruptions), "scheduler-interruptions", "scheduler"},
+		{p.Stream(subject.StreamLaunch), "launcher", "launcher"},
+		{p.Stream(subject.StreamTerminations), "terminator", "terminator"},
+		{p.Stream(subject.StreamTerminations), "terminator-urgent", "terminator"},
+		{p.Stream(subject.StreamInterruptions), "terminator-interruptions", "terminator"},
+	}
+}
+
+// foreignConsumers denies user every consumer operation but INFO on the durables of other
+// services on the streams it reads: creating or updating, deleting, pulling and acknowledging.
+func foreignConsumers(p subject.Prefix, user string, reads []string) []string {
+	var out []string
+	for _, d := range durables(p) {
+		if d.owner == user || !slices.Contains(reads, d.stream) {
+			continue
+		}
+		c := d.stream + "." + d.name
+		out = append(out,
+			"$JS.API.CONSUMER.CREATE."+c, "$JS.API.CONSUMER.CREATE."+c+".>",
+			"$JS.API.CONSUMER.DURABLE.CREATE."+c,
+			"$JS.API.CONSUMER.DELETE."+c,
+			"$JS.API.CONSUMER.MSG.NEXT."+c,
+			"$JS.ACK."+c+".>",
+		)
+	}
+	return out
 }
 
 // catalogStream is the JetStream stream behind the catalog key-value bucket.
@@ -101,6 +140,8 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 				p.DeadLetter(p.AllInterruptions()),
 			}, js, readStream(p.Stream(subject.StreamPods)), readStream(p.Stream(subject.StreamOfferings)),
 				readStream(p.Stream(subject.StreamInterruptions)), readStream(catalogStream(p))),
+			Deny: foreignConsumers(p, "scheduler", []string{p.Stream(subject.StreamPods), p.Stream(subject.StreamOfferings),
+				p.Stream(subject.StreamInterruptions), catalogStream(p)}),
 			Subscribe: []string{inbox},
 		},
 		{
@@ -115,6 +156,8 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 				"$KV." + p.CatalogBucket() + ".>",
 			}, js, readStream(p.Stream(subject.StreamLaunch)), readStream(p.Stream(subject.StreamOfferings)),
 				readStream(catalogStream(p))),
+			Deny: foreignConsumers(p, "launcher", []string{p.Stream(subject.StreamLaunch), p.Stream(subject.StreamOfferings),
+				catalogStream(p)}),
 			Subscribe: []string{inbox},
 		},
 		{
@@ -135,6 +178,8 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 				p.DeadLetter(p.Of(subject.NodesEvents)),
 			}, js, readStream(p.Stream(subject.StreamInterruptions)), readStream(p.Stream(subject.StreamTerminations)),
 				readStream(p.Stream(subject.StreamLaunch)), readStream(p.Stream(subject.StreamNodes))),
+			Deny: foreignConsumers(p, "terminator", []string{p.Stream(subject.StreamInterruptions), p.Stream(subject.StreamTerminations),
+				p.Stream(subject.StreamLaunch), p.Stream(subject.StreamNodes)}),
 			Subscribe: []string{inbox},
 		},
 		{
@@ -172,20 +217,30 @@ func RenderAuthConf(users []NATSUser) string {
 	for _, u := range users {
 		fmt.Fprintf(&b, "    # %s: %s\n", u.Name, u.Comment)
 		fmt.Fprintf(&b, "    {\n      user: %q\n      password: $%s\n      permissions: {\n", u.Name, passwordEnv(u.Name))
-		writeList(&b, "publish", u.Publish)
-		writeList(&b, "subscribe", u.Subscribe)
+		writeList(&b, "publish", u.Publish, u.Deny)
+		writeList(&b, "subscribe", u.Subscribe, nil)
 		b.WriteString("      }\n    }\n")
 	}
 	b.WriteString("  ]\n}\n")
 	return b.String()
 }
 
-func writeList(b *strings.Builder, name string, subjects []string) {
-	list := append([]string(nil), subjects...)
-	sort.Strings(list)
-	fmt.Fprintf(b, "        %s: {\n          allow: [\n", name)
-	for _, s := range list {
-		fmt.Fprintf(b, "            %q\n", s)
+func writeList(b *strings.Builder, name string, allow, deny []string) {
+	fmt.Fprintf(b, "        %s: {\n", name)
+	for _, l := range []struct {
+		key      string
+		subjects []string
+	}{{"allow", allow}, {"deny", deny}} {
+		if len(l.subjects) == 0 {
+			continue
+		}
+		list := append([]string(nil), l.subjects...)
+		sort.Strings(list)
+		fmt.Fprintf(b, "          %s: [\n", l.key)
+		for _, s := range list {
+			fmt.Fprintf(b, "            %q\n", s)
+		}
+		b.WriteString("          ]\n")
 	}
-	b.WriteString("          ]\n        }\n")
+	b.WriteString("        }\n")
 }
