@@ -83,8 +83,10 @@ func (LaunchOutcome) EnumDescriptor() ([]byte, []int) {
 }
 
 // LaunchIntent asks the launcher to create capacity for one NodeClaim the scheduler has already
-// written to the Kubernetes API. Published with Nats-Msg-Id = node_claim_name; the launcher is
-// idempotent on node_claim_uid (CreateFleet ClientToken).
+// written to the Kubernetes API. Published with Nats-Msg-Id = node_claim_name; the launcher
+// launches at most one instance per claim: it adopts a live instance already tagged
+// karpenter.sh/nodeclaim=<node_claim_name>, and its CreateFleet ClientToken is node_claim_uid plus
+// a hash of the request.
 type LaunchIntent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// NodeClaim name.
