@@ -409,3 +409,29 @@ func TestDriftReplacesEveryNode(t *testing.T) {
 	assert.LessOrEqual(t, unavailable.max, 1, "pods Running throughout but for one node's worth")
 	noLeftovers(t, s)
 }
+
+// v1alpha5's consolidation.enabled consolidates too: two spot nodes each left with one 1-CPU
+// pod (their 6.5-CPU fillers gone) become one, the other deleted as underutilized.
+func TestConsolidationEnabledV1Alpha5(t *testing.T) {
+	s := legacyStack(t, `{"ttlSecondsAfterEmpty":null,"consolidation":{"enabled":true},"requirements":[
+		{"key":"node.kubernetes.io/instance-type","operator":"In","values":["c6i.2xlarge"]},
+		{"key":"karpenter.sh/capacity-type","operator":"In","values":["spot"]}]}`)
+	// Two fillers too big to share a c6i.2xlarge (7.9 CPUs allocatable): a node each.
+	deployment(t, s, "filler-a", 1, "6500m", "", "")
+	podsRunning(t, s, "app=filler-a", 1, 3*time.Minute)
+	deployment(t, s, "filler-b", 1, "6500m", "", "")
+	podsRunning(t, s, "app=filler-b", 1, 3*time.Minute)
+	require.Len(t, launchedNodes(t, s), 2)
+	// Each node has room for one 1-CPU pod left: kube-scheduler puts one web pod on each.
+	deployment(t, s, "web", 2, "1", "", "")
+	podsRunning(t, s, "app=web", 2, time.Minute)
+	require.Len(t, podsByNode(t, s, "app=web"), 2, "one web pod on each node")
+	start := time.Now()
+	s.Kubectl("delete", "deployment", "filler-a", "filler-b")
+	require.Eventually(t, func() bool { return len(launchedNodes(t, s)) == 1 }, 3*time.Minute, 250*time.Millisecond,
+		"the two half-empty nodes become one")
+	podsRunning(t, s, "app=web", 2, time.Minute)
+	t.Logf("fillers deleted → one node left in %s", time.Since(start).Round(100*time.Millisecond))
+	eventSays(t, s, "DisruptionTerminating", "Underutilized: delete", time.Minute)
+	noLeftovers(t, s)
+}
