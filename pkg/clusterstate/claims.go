@@ -57,6 +57,19 @@ func UpdateClaim(ctx context.Context, api dynamic.NamespaceableResourceInterface
 	})
 }
 
+// CreateClaim creates a NodeClaim; its status is written by a later UpdateClaim (the API
+// ignores status on create).
+func CreateClaim(ctx context.Context, api dynamic.NamespaceableResourceInterface, nc *karpv1.NodeClaim) (*karpv1.NodeClaim, error) {
+	u, err := claimObject(nc)
+	if err != nil {
+		return nil, err
+	}
+	if u, err = api.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	return claimFrom(u)
+}
+
 func claimFrom(u *unstructured.Unstructured) (*karpv1.NodeClaim, error) {
 	var nc karpv1.NodeClaim
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc); err != nil {

@@ -105,6 +105,10 @@ func run(ctx context.Context, args []string) error {
 	g.Go(func() error {
 		return service.Every(gctx, 2*time.Second, func() { logErr(l, reg.reconcile(gctx), "registering nodes") })
 	})
+	legacy := &legacyNodes{launcher: l, cache: stores.cache, claims: stores.dyn.Resource(clusterstate.NodeClaims), nodes: stores.nodes, warned: map[string]string{}}
+	g.Go(func() error {
+		return service.Every(gctx, cfg.StatusInterval, func() { logErr(l, legacy.pass(gctx), "adopting nodes launched by Karpenter v1alpha5") })
+	})
 	st := &statuses{l: l, cache: stores.cache, classes: stores.dyn.Resource(clusterstate.NodeClasses), pools: stores.dyn.Resource(clusterstate.NodePools)}
 	g.Go(func() error {
 		return service.Every(gctx, cfg.StatusInterval, func() { logErr(l, st.pass(gctx), "updating node class and pool statuses") })

@@ -1,6 +1,7 @@
 package awsemu
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -247,6 +248,47 @@ func (e *Emulator) createTags(req *ec2Request) (requestIDSetter, error) {
 		}
 		if lt, ok := e.templates[id]; ok {
 			lt.Tags = setTags(lt.Tags, tags)
+		}
+	}
+	return &createTagsResp{Return: true}, nil
+}
+
+// deleteTags removes tags from instances and launch templates: a Tag.N.Key alone removes the
+// key, with Tag.N.Value only if the value matches, as EC2 does.
+func (e *Emulator) deleteTags(req *ec2Request) (requestIDSetter, error) {
+	ids := list(req.Form, "ResourceId")
+	if len(ids) == 0 {
+		return nil, &apiError{Status: 400, Code: "MissingParameter", Message: "The request must contain the parameter ResourceId"}
+	}
+	drop := map[string]*string{}
+	for i := 1; ; i++ {
+		key := req.Form.Get(fmt.Sprintf("Tag.%d.Key", i))
+		if key == "" {
+			break
+		}
+		if req.Form.Has(fmt.Sprintf("Tag.%d.Value", i)) {
+			v := req.Form.Get(fmt.Sprintf("Tag.%d.Value", i))
+			drop[key] = &v
+		} else {
+			drop[key] = nil
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	keep := func(tags []Tag) []Tag {
+		return slices.DeleteFunc(tags, func(t Tag) bool {
+			v, ok := drop[t.Key]
+			return ok && (v == nil || *v == t.Value)
+		})
+	}
+	for _, id := range ids {
+		switch {
+		case e.instances[id] != nil:
+			e.instances[id].Tags = keep(e.instances[id].Tags)
+		case e.templates[id] != nil:
+			e.templates[id].Tags = keep(e.templates[id].Tags)
+		case strings.HasPrefix(id, "i-"):
+			return nil, errNotFound("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", id)
 		}
 	}
 	return &createTagsResp{Return: true}, nil

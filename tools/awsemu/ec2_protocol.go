@@ -69,6 +69,7 @@ func init() {
 		"DescribeInstances":             (*Emulator).describeInstances,
 		"TerminateInstances":            (*Emulator).terminateInstances,
 		"CreateTags":                    (*Emulator).createTags,
+		"DeleteTags":                    (*Emulator).deleteTags,
 	}
 }
 

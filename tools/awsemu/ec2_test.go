@@ -417,6 +417,16 @@ func TestInstanceLifecycleDescribeAndTerminate(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, named.Reservations, 1)
 	assert.Equal(t, ids[0], *named.Reservations[0].Instances[0].InstanceId)
+	_, err = e.ec2.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: []string{ids[0]}, Tags: []ec2types.Tag{{Key: aws.String("Name"), Value: aws.String("other")}, {Key: aws.String("from-template")}}})
+	require.NoError(t, err)
+	kept, err := e.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: ids[:1]})
+	require.NoError(t, err)
+	left := map[string]string{}
+	for _, tg := range kept.Reservations[0].Instances[0].Tags {
+		left[*tg.Key] = *tg.Value
+	}
+	assert.Equal(t, "node-0", left["Name"], "a tag whose value differs is kept")
+	assert.NotContains(t, left, "from-template", "a key alone removes the tag")
 
 	term, err := e.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids[:2]})
 	require.NoError(t, err)

@@ -149,6 +149,15 @@ func TestIAMPolicies(t *testing.T) {
 						"%s changes only instance profiles tagged for this cluster", name)
 				}
 			}
+			if contains(s.Actions, "ec2:CreateTags") && s.Condition["StringEquals"]["ec2:CreateAction"] == nil {
+				// Tagging after launch: only Karpenter v0.2x instances of this cluster, with their
+				// adopted claim and pool (services/launcher/legacy.go).
+				require.Equal(t, []string{"arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:instance/*"}, s.Resources, "%s: %s", name, s.Sid)
+				require.Equal(t, "owned", s.Condition["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/${ClusterName}"], "%s: %s", name, s.Sid)
+				require.Equal(t, "false", s.Condition["Null"]["aws:ResourceTag/karpenter.sh/provisioner-name"], "%s: %s", name, s.Sid)
+				require.ElementsMatch(t, []any{"karpenter.sh/nodeclaim", "karpenter.sh/nodepool"}, s.Condition["ForAllValues:StringEquals"]["aws:TagKeys"],
+					"%s: %s adds only the adopted claim's tags", name, s.Sid)
+			}
 			if contains(s.Actions, "ec2:TerminateInstances") {
 				require.Equal(t, "owned", s.Condition["StringEquals"]["aws:ResourceTag/kubernetes.io/cluster/${ClusterName}"],
 					"%s terminates only instances tagged for this cluster", name)
