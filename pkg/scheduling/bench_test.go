@@ -17,6 +17,15 @@ func BenchmarkKarpenterWorkload(b *testing.B) {
 	}
 }
 
+// BenchmarkRespectPreferences ports Karpenter's preference benchmark (issue 14): 4,000 app=nginx
+// pods, each preferring one zone (node affinity), with a zone anti-affinity preference of weight
+// 10 that cannot hold past the third pod and a hostname anti-affinity preference of weight 1, on
+// the benchmark's instance types. Karpenter measured 47 pods/s on it.
+func BenchmarkRespectPreferences(b *testing.B) {
+	in := Input{Pods: preferencePods(4000), NodePools: []NodePool{karpenterPool()}, InstanceTypes: karpenterTypes()}
+	runSolveBenchmark(b, in, false)
+}
+
 // BenchmarkCatalogWorkload runs the real catalog (pkg/catalog, three zones, Karpenter's
 // default requirements) against four workloads.
 func BenchmarkCatalogWorkload(b *testing.B) {

@@ -130,3 +130,25 @@ func catalogWorkload(name string, n int) Input {
 	}
 	return in
 }
+
+// preferencePods are the pods of Karpenter's preference benchmark: app=nginx, a preferred zone,
+// a zone anti-affinity preference (weight 10) and a hostname anti-affinity preference (weight 1)
+// against each other.
+func preferencePods(n int) []Pod {
+	r := rand.New(rand.NewPCG(42, 47))
+	nginx := &LabelSelector{MatchLabels: map[string]string{"app": "nginx"}}
+	pods := make([]Pod, 0, n)
+	for i := 0; i < n; i++ {
+		p := Pod{UID: fmt.Sprintf("pod-%06d", i), Namespace: "default", Name: fmt.Sprintf("nginx-%d", i),
+			Labels: map[string]string{"app": "nginx"}, CreationTime: epoch.Add(time.Duration(i) * time.Millisecond),
+			Requests: ResourceList{ResourceCPU: benchCPUs[r.IntN(len(benchCPUs))], ResourceMemory: benchMems[r.IntN(len(benchMems))]}}
+		p.PreferredNodeAffinity = []PreferredNodeSelectorTerm{{Weight: 1, Term: NodeSelectorTerm{Requirements: []Requirement{
+			{Key: LabelZone, Operator: OpIn, Values: []string{"test-zone-1"}}}}}}
+		p.PodAntiAffinity.Preferred = []WeightedPodAffinityTerm{
+			{Weight: 10, Term: PodAffinityTerm{TopologyKey: LabelZone, LabelSelector: nginx}},
+			{Weight: 1, Term: PodAffinityTerm{TopologyKey: LabelHostname, LabelSelector: nginx}},
+		}
+		pods = append(pods, p)
+	}
+	return pods
+}

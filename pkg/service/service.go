@@ -167,6 +167,11 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		}
 		cfg.QPS, cfg.Burst = float32(o.Common.KubeQPS), o.Common.KubeBurst
 		cfg.UserAgent = "fleetwright-" + o.Name + "/" + Version
+		wrap, err := newKubeRequests(rt.Registry)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Wrap(wrap)
 		rt.RESTConfig = cfg
 		if rt.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 			return nil, fmt.Errorf("creating kubernetes client: %w", err)
