@@ -148,6 +148,9 @@ func (s *Stack) StartService(name string) *Service {
 	return svc
 }
 
+// AdminURL is a started service's admin base URL (http://host:port: /metrics, /readyz).
+func (s *Stack) AdminURL(name string) string { return "http://" + s.ports[name] }
+
 // Service returns a running service by name.
 func (s *Stack) Service(name string) *Service { return s.services[name] }
 

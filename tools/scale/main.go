@@ -1,0 +1,199 @@
+// Command scale measures the whole system at scale: it makes N pods pending at once (a mix like
+// Karpenter's scheduling benchmark: plain, zone spread, hostname spread, zone affinity, hostname
+// anti-affinity) on a pool allowing the real catalog, prints as they happen the time to pending,
+// NodeClaims, instances, nodes ready and pods Running, then each service's Kubernetes API calls
+// (by verb and resource), the NATS messages and bytes, and each service's peak RSS and CPU
+// seconds. With --floor (the default) it also times the same pods on the same number and shape
+// of nodes made beforehand — kube-scheduler and kwok alone — and ends with
+//
+//	scale: N pods Running in X s (floor Y s, ratio X/Y), K nodes, peak RSS <svc>=<MB>…
+//
+// It runs against `make up`'s stack (.local/env), or with --stack own starts one with `make up`
+// and stops it after.
+//
+//	go run ./tools/scale --pods 1000
+//	go run ./tools/scale --pods 5000 --mix plain=1,host-anti=1 --pool my-pool.yaml
+package main
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	emuclient "github.com/fleetwright/fleetwright/tools/awsemu/client"
+)
+
+//go:embed testdata/pool.yaml
+var defaultPool []byte
+
+// stackServices are `make up`'s services and their admin ports (tools/stack: 8081…).
+var stackServices = []string{"pod-watcher", "scheduler", "launcher", "terminator"}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "scale: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
+	pods := fs.Int("pods", 1000, "pods to make pending at once")
+	mixFlag := fs.String("mix", DefaultMix.String(), "share of each pod shape: "+strings.Join(Shapes, ", "))
+	pool := fs.String("pool", "", "a manifest with the NodePool (and node class) to scale on; default: the real catalog, on demand, amd64 (tools/scale/testdata/pool.yaml)")
+	stack := fs.String("stack", "running", "running: `make up`'s stack (.local/env); own: start one with `make up` and stop it after")
+	state := fs.String("state", ".local", "the stack's state directory (its env file)")
+	ns := fs.String("namespace", "scale", "namespace of the pods (the floor uses <namespace>-floor)")
+	withFloor := fs.Bool("floor", true, "also time the same pods on nodes made beforehand")
+	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the pods to run")
+	workers := fs.Int("workers", 32, "pod creates in flight")
+	keep := fs.Bool("keep", false, "leave the pods (and so the nodes) in place")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *pods <= 0 {
+		return errors.New("--pods must be positive")
+	}
+	mix, err := ParseMix(*mixFlag)
+	if err != nil {
+		return err
+	}
+	manifest := defaultPool
+	if *pool != "" {
+		if manifest, err = os.ReadFile(*pool); err != nil {
+			return fmt.Errorf("reading --pool: %w", err)
+		}
+	}
+	switch *stack {
+	case "running":
+	case "own":
+		if _, err := os.Stat(filepath.Join(*state, "supervisor.pid")); err == nil {
+			return fmt.Errorf("a stack is already running (%s): use --stack running, or `make down` first", *state)
+		}
+		if err := makeTarget(ctx, "up"); err != nil {
+			return err
+		}
+		defer func() { _ = makeTarget(context.WithoutCancel(ctx), "down") }()
+	default:
+		return fmt.Errorf("--stack %q: want running or own", *stack)
+	}
+	env, err := readEnv(filepath.Join(*state, "env"))
+	if err != nil {
+		return fmt.Errorf("%w (start the stack with `make up`, or pass --stack own)", err)
+	}
+	tg, err := localTarget(env)
+	if err != nil {
+		return err
+	}
+	if err := applyManifest(ctx, env, manifest); err != nil {
+		return err
+	}
+	r, err := Run(ctx, tg, Options{Pods: *pods, Mix: mix, Namespace: *ns, Floor: *withFloor, Timeout: *timeout,
+		Workers: *workers, Progress: os.Stdout, Keep: *keep})
+	if err != nil {
+		return err
+	}
+	r.Summary(os.Stdout)
+	if len(r.Problems) > 0 {
+		return fmt.Errorf("%d problem(s), see above", len(r.Problems))
+	}
+	return nil
+}
+
+// localTarget connects to the stack `make up` wrote env for.
+func localTarget(env map[string]string) (Target, error) {
+	for _, k := range []string{"KUBECONFIG", "NATS_URL", "AWSEMU_ADMIN_URL"} {
+		if env[k] == "" {
+			return Target{}, fmt.Errorf("the stack's env file has no %s", k)
+		}
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", env["KUBECONFIG"])
+	if err != nil {
+		return Target{}, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	rc.QPS, rc.Burst = 1000, 2000 // the harness is not what is measured
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return Target{}, err
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return Target{}, err
+	}
+	if err := karpv1.AddToScheme(scheme); err != nil {
+		return Target{}, err
+	}
+	c, err := client.New(rc, client.Options{Scheme: scheme})
+	if err != nil {
+		return Target{}, err
+	}
+	admin := map[string]string{}
+	for i, svc := range stackServices {
+		admin[svc] = fmt.Sprintf("http://127.0.0.1:%d", 8081+i)
+	}
+	return Target{Kube: kube, Client: c, Emu: emuclient.New(strings.TrimSuffix(env["AWSEMU_ADMIN_URL"], "/_emu")),
+		NATSURL: env["NATS_URL"], Admin: admin}, nil
+}
+
+// readEnv reads the `export K=V` lines of the stack's env file.
+func readEnv(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the stack's env: %w", err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export ")
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+func applyManifest(ctx context.Context, env map[string]string, manifest []byte) error {
+	kubectl := "kubectl"
+	for _, dir := range filepath.SplitList(strings.ReplaceAll(env["PATH"], "$PATH", os.Getenv("PATH"))) {
+		if _, err := os.Stat(filepath.Join(dir, "kubectl")); err == nil {
+			kubectl = filepath.Join(dir, "kubectl")
+			break
+		}
+	}
+	cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", env["KUBECONFIG"], "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(string(manifest))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("applying the pool: %w\n%s", err, out)
+	}
+	return nil
+}
+
+func makeTarget(ctx context.Context, target string) error {
+	cmd := exec.CommandContext(ctx, "make", target)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("make %s: %w", target, err)
+	}
+	return nil
+}
