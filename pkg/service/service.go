@@ -149,7 +149,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 			rt.Close(context.Background())
 		}
 	}()
-	rt.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rt.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(o.Name))
 	shutdown, terr := telemetry.SetupTracing(ctx, o.Name, Version)
 	err = terr
 	if err != nil {

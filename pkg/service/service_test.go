@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +45,8 @@ func TestStartWiresAdminAndNATS(t *testing.T) {
 	code, body := get("/metrics")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, "go_goroutines", "runtime metrics are registered")
+	assert.Regexp(t, `fleetwright_build_info\{commit="[^"]+",goversion="`+regexp.QuoteMeta(runtime.Version())+`",service="pod-watcher",version="dev"\} 1`, body,
+		"the build is labelled on /metrics")
 
 	// Streams were ensured: a publish on a work subject is acknowledged by JetStream.
 	_, err = rt.Bus.JetStream().Publish(ctx, "fleetwright.pods.pending", []byte("x"))
