@@ -126,6 +126,9 @@ func TestOnlyTheOwnerChangesAStream(t *testing.T) {
 	}
 	term, launcher := connect(subject.Terminator), connect(subject.Launcher)
 	p := subject.Prefix("fwtest")
+	var none *bus.MissingStreamsError
+	require.ErrorAs(t, connect(subject.Scheduler).CheckStreams(ctx, subject.Scheduler), &none)
+	assert.Contains(t, none.Missing, "key-value bucket fwtest-catalog (created by the launcher)", "the scheduler waits for the catalog too")
 	launch := p.Stream(subject.StreamLaunch)
 	// Someone made LAUNCH by hand, small and with a one-second duplicate window.
 	_, err := term.JetStream().CreateStream(ctx, jetstream.StreamConfig{Name: launch, Subjects: []string{p.StreamSubjects(subject.StreamLaunch)},
