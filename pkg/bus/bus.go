@@ -48,7 +48,7 @@ type Config struct {
 	// Prefix of all subjects; empty means subject.DefaultPrefix.
 	Prefix string
 	// StreamReplicas is how many servers hold each stream and the catalog
-	// bucket that EnsureStreams creates; zero means 1. It must not exceed the
+	// bucket that EnsureOwnStreams creates; zero means 1. It must not exceed the
 	// servers in the NATS cluster. An existing stream with more keeps them.
 	StreamReplicas int
 

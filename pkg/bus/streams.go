@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/fleetwright/fleetwright/pkg/clock"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 )
 
@@ -51,30 +53,121 @@ var streamMaxBytes = map[string]int64{
 const catalogMaxBytes = 128 << 20
 
 // EnsureStreams creates every Fleetwright stream (see subject.Streams) and the
-// catalog key-value bucket, with Config.StreamReplicas replicas. It is
-// idempotent, and it never takes back what an operator raised on an existing
-// stream: of Replicas, MaxBytes, MaxAge, Duplicates and the bucket's History
-// the larger of ours and theirs is kept (and logged), the limits we do not set
-// (MaxMsgs, MaxMsgSize, ...) are left as they are, and only what is missing or
-// below ours is changed.
+// catalog key-value bucket, as their owners together would: for tests and tools
+// that stand in for all four services. A service calls EnsureOwnStreams and
+// WaitForStreams instead.
 func (c *Conn) EnsureStreams(ctx context.Context) error {
 	for _, key := range subject.Streams() {
-		cfg := c.streamConfig(key)
-		s, err := c.js.Stream(ctx, cfg.Name)
-		switch {
-		case errors.Is(err, jetstream.ErrStreamNotFound):
-			_, err = c.js.CreateStream(ctx, cfg)
-		case err == nil:
-			merged := c.mergeStream(cfg, s.CachedInfo().Config)
-			if !sameStream(merged, s.CachedInfo().Config) {
-				_, err = c.js.UpdateStream(ctx, merged)
-			}
-		}
-		if err != nil {
-			return fmt.Errorf("ensuring stream %s: %w", cfg.Name, err)
+		if err := c.ensureStream(ctx, key); err != nil {
+			return err
 		}
 	}
 	return c.ensureCatalog(ctx)
+}
+
+// EnsureOwnStreams creates or updates the streams service owns (subject.OwnedStreams), and the
+// catalog bucket if it is subject.CatalogOwner, with Config.StreamReplicas replicas; it touches
+// no other stream. It is idempotent, and it never takes back what an operator raised on an
+// existing stream: of Replicas, MaxBytes, MaxAge, Duplicates and the bucket's History the
+// larger of ours and theirs is kept (and logged), the limits we do not set (MaxMsgs,
+// MaxMsgSize, ...) are left as they are, and only what is missing or below ours is changed.
+func (c *Conn) EnsureOwnStreams(ctx context.Context, service string) error {
+	for _, key := range subject.OwnedStreams(service) {
+		if err := c.ensureStream(ctx, key); err != nil {
+			return err
+		}
+	}
+	if service == subject.CatalogOwner {
+		return c.ensureCatalog(ctx)
+	}
+	return nil
+}
+
+// MissingStreamsError says which streams a service uses are not there yet, and who makes them.
+type MissingStreamsError struct {
+	Service string
+	Missing []string // "FLEETWRIGHT_PODS (created by the pod-watcher)", ...
+}
+
+func (e *MissingStreamsError) Error() string {
+	return fmt.Sprintf("waiting for streams the %s uses but does not create: %s", e.Service, strings.Join(e.Missing, ", "))
+}
+
+// CheckStreams looks up the streams service uses but does not own (subject.StreamsUsed, and the
+// catalog bucket if subject.ReadsCatalog) and returns a *MissingStreamsError naming those that
+// do not exist yet. It never creates or changes one.
+func (c *Conn) CheckStreams(ctx context.Context, service string) error {
+	var missing []string
+	for _, key := range subject.StreamsUsed(service) {
+		name := c.prefix.Stream(key)
+		if _, err := c.js.Stream(ctx, name); errors.Is(err, jetstream.ErrStreamNotFound) {
+			missing = append(missing, fmt.Sprintf("%s (created by the %s)", name, subject.StreamOwner(key)))
+		} else if err != nil {
+			return fmt.Errorf("looking up stream %s: %w", name, err)
+		}
+	}
+	if subject.ReadsCatalog(service) {
+		bucket := c.prefix.CatalogBucket()
+		if _, err := c.js.KeyValue(ctx, bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+			missing = append(missing, fmt.Sprintf("key-value bucket %s (created by the %s)", bucket, subject.CatalogOwner))
+		} else if err != nil {
+			return fmt.Errorf("looking up key-value bucket %s: %w", bucket, err)
+		}
+	}
+	if len(missing) > 0 {
+		return &MissingStreamsError{Service: service, Missing: missing}
+	}
+	return nil
+}
+
+// WaitForStreams waits until every stream service uses but does not own exists (CheckStreams),
+// looking again every interval (zero means 2s). Meanwhile Ready fails with what is missing and
+// who creates it, and the wait is logged once per change; a service started before the owner of
+// a stream it needs thus waits, not ready, rather than failing. It returns at once on any other
+// error (a permissions violation, say), and ctx's error when ctx ends first.
+func (c *Conn) WaitForStreams(ctx context.Context, service string, interval time.Duration) error {
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	key := c.health.add()
+	defer c.health.remove(key)
+	var last string
+	for {
+		err := c.CheckStreams(ctx, service)
+		var missing *MissingStreamsError
+		if !errors.As(err, &missing) {
+			if err == nil && last != "" {
+				c.log.Info().Msg("the streams this service uses exist now")
+			}
+			return err
+		}
+		c.health.set(key, err)
+		if msg := err.Error(); msg != last {
+			c.log.Warn().Strs("missing", missing.Missing).Msg("waiting for streams other services create")
+			last = msg
+		}
+		if !clock.Sleep(ctx, interval) {
+			return fmt.Errorf("%w: %w", ctx.Err(), missing)
+		}
+	}
+}
+
+func (c *Conn) ensureStream(ctx context.Context, key string) error {
+	cfg := c.streamConfig(key)
+	s, err := c.js.Stream(ctx, cfg.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		_, err = c.js.CreateStream(ctx, cfg)
+	case err == nil:
+		merged := c.mergeStream(cfg, s.CachedInfo().Config)
+		if !sameStream(merged, s.CachedInfo().Config) {
+			_, err = c.js.UpdateStream(ctx, merged)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("ensuring stream %s: %w", cfg.Name, err)
+	}
+	return nil
 }
 
 func (c *Conn) ensureCatalog(ctx context.Context) error {

@@ -2,6 +2,7 @@ package bus_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +109,68 @@ func TestStreamReplicasAreNeverLowered(t *testing.T) {
 	for key, n := range replicas(one) {
 		assert.Equal(t, 3, n, "%s: a service configured with one replica leaves three", key)
 	}
+}
+
+// A service creates and updates only the streams it owns: the terminator's start leaves the
+// launcher's LAUNCH stream as it found it (a bound below ours stays below), waits while a
+// stream it uses is missing, and the launcher's start then raises the bound.
+func TestOnlyTheOwnerChangesAStream(t *testing.T) {
+	srv := bustest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	connect := func(name string) *bus.Conn {
+		c, err := bus.Connect(ctx, bus.Config{URL: srv.ClientURL(), Prefix: "fwtest", Name: name, Registerer: prometheus.NewRegistry()})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}
+	term, launcher := connect(subject.Terminator), connect(subject.Launcher)
+	p := subject.Prefix("fwtest")
+	var none *bus.MissingStreamsError
+	require.ErrorAs(t, connect(subject.Scheduler).CheckStreams(ctx, subject.Scheduler), &none)
+	assert.Contains(t, none.Missing, "key-value bucket fwtest-catalog (created by the launcher)", "the scheduler waits for the catalog too")
+	launch := p.Stream(subject.StreamLaunch)
+	// Someone made LAUNCH by hand, small and with a one-second duplicate window.
+	_, err := term.JetStream().CreateStream(ctx, jetstream.StreamConfig{Name: launch, Subjects: []string{p.StreamSubjects(subject.StreamLaunch)},
+		MaxBytes: 1 << 20, Duplicates: time.Second})
+	require.NoError(t, err)
+
+	require.NoError(t, term.EnsureOwnStreams(ctx, subject.Terminator))
+	for _, key := range subject.OwnedStreams(subject.Terminator) {
+		_, err := term.JetStream().Stream(ctx, p.Stream(key))
+		require.NoError(t, err, "the terminator creates its own %s", key)
+	}
+	// NODES and DEADLETTER (the launcher's) are missing: the terminator waits, not ready,
+	// naming them and their owner, and creates none of them.
+	var missing *bus.MissingStreamsError
+	require.ErrorAs(t, term.CheckStreams(ctx, subject.Terminator), &missing)
+	assert.ElementsMatch(t, []string{p.Stream(subject.StreamNodes) + " (created by the launcher)",
+		p.Stream(subject.StreamDeadLetter) + " (created by the launcher)"}, missing.Missing)
+	waited := make(chan error, 1)
+	go func() { waited <- term.WaitForStreams(ctx, subject.Terminator, 20*time.Millisecond) }()
+	require.Eventually(t, func() bool {
+		err := term.Ready(ctx)
+		return err != nil && strings.Contains(err.Error(), p.Stream(subject.StreamNodes)+" (created by the launcher)")
+	}, 10*time.Second, 10*time.Millisecond, "Ready names the missing stream and its owner")
+	for _, key := range []string{subject.StreamNodes, subject.StreamDeadLetter} {
+		_, err := term.JetStream().Stream(ctx, p.Stream(key))
+		require.ErrorIs(t, err, jetstream.ErrStreamNotFound, "a non-owner does not create %s", key)
+	}
+	s, err := term.JetStream().Stream(ctx, launch)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1<<20), s.CachedInfo().Config.MaxBytes, "a non-owner does not change LAUNCH")
+	assert.Equal(t, time.Second, s.CachedInfo().Config.Duplicates)
+
+	require.NoError(t, launcher.EnsureOwnStreams(ctx, subject.Launcher))
+	select {
+	case err := <-waited:
+		require.NoError(t, err, "the wait ends once the owner made the streams")
+	case <-ctx.Done():
+		t.Fatal("WaitForStreams did not return after the launcher made its streams")
+	}
+	require.NoError(t, term.Ready(ctx))
+	s, err = term.JetStream().Stream(ctx, launch)
+	require.NoError(t, err)
+	assert.Greater(t, s.CachedInfo().Config.MaxBytes, int64(1<<20), "the owner raises its stream's bound")
+	assert.Equal(t, 2*time.Minute, s.CachedInfo().Config.Duplicates)
 }

@@ -1,5 +1,5 @@
 // Package catalogkv keeps the instance catalog in the JetStream key-value bucket the launcher
-// writes and the scheduler reads (bus.Conn.EnsureStreams creates it):
+// writes and the scheduler reads (the launcher creates it, bus.Conn.EnsureOwnStreams):
 //
 //	launcher ──Publish──> bucket <prefix>-catalog:  meta            catalogv1.Catalog without types
 //	                                                types.<name>    catalogv1.InstanceType, one key each

@@ -133,9 +133,10 @@ type Runtime struct {
 	shutdownTracing func(context.Context) error
 }
 
-// Start wires logging, tracing, the admin port, NATS (streams ensured) and, if asked, the
-// Kubernetes client. The admin port is up first, so /healthz answers while NATS is awaited;
-// /readyz reports NATS until it is connected.
+// Start wires logging, tracing, the admin port, NATS and, if asked, the Kubernetes client. It
+// ensures the streams the service owns and then waits until the others it uses exist. The admin
+// port is up first, so /healthz answers while NATS and those streams are awaited; /readyz
+// reports NATS until it is connected, then the streams still missing and who creates them.
 func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	if err := o.Common.Validate(); err != nil {
 		return nil, err
@@ -148,7 +149,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 			rt.Close(context.Background())
 		}
 	}()
-	rt.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rt.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(o.Name))
 	shutdown, terr := telemetry.SetupTracing(ctx, o.Name, Version)
 	err = terr
 	if err != nil {
@@ -191,11 +192,19 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		return nil, err
 	}
 	rt.Admin.AddReadiness("nats", rt.Bus.Ready)
-	if err := rt.Bus.EnsureStreams(ctx); err != nil {
+	// Each service creates and updates only the streams it owns (subject.OwnedStreams); the
+	// others' it waits for, not ready meanwhile, so the services may start in any order.
+	if err := rt.Bus.EnsureOwnStreams(ctx, o.Name); err != nil {
 		return nil, fmt.Errorf("ensuring streams: %w", err)
+	}
+	if err := rt.Bus.WaitForStreams(ctx, o.Name, streamWait); err != nil {
+		return nil, fmt.Errorf("waiting for streams: %w", err)
 	}
 	return rt, nil
 }
+
+// streamWait is how often Start looks again for the streams other services create.
+var streamWait = 2 * time.Second
 
 // Close drains NATS, flushes events and traces and stops the admin port, in that order.
 func (rt *Runtime) Close(ctx context.Context) {

@@ -9,21 +9,27 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
+	"github.com/fleetwright/fleetwright/pkg/subject"
 )
 
 func TestStartWiresAdminAndNATS(t *testing.T) {
 	srv := bustest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rt, err := Start(ctx, Options{Name: "test", Common: Common{NATSURL: srv.ClientURL(), AdminAddr: "127.0.0.1:0", Prefix: "fleetwright"}})
+	rt, err := Start(ctx, Options{Name: "pod-watcher", Common: Common{NATSURL: srv.ClientURL(), AdminAddr: "127.0.0.1:0", Prefix: "fleetwright"}})
 	require.NoError(t, err)
 	defer rt.Close(ctx)
 
@@ -39,6 +45,8 @@ func TestStartWiresAdminAndNATS(t *testing.T) {
 	code, body := get("/metrics")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, "go_goroutines", "runtime metrics are registered")
+	assert.Regexp(t, `fleetwright_build_info\{commit="[^"]+",goversion="`+regexp.QuoteMeta(runtime.Version())+`",service="pod-watcher",version="dev"\} 1`, body,
+		"the build is labelled on /metrics")
 
 	// Streams were ensured: a publish on a work subject is acknowledged by JetStream.
 	_, err = rt.Bus.JetStream().Publish(ctx, "fleetwright.pods.pending", []byte("x"))
@@ -217,10 +225,79 @@ func TestStreamReplicasSetting(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c.NATSURL, c.Prefix = srvs[0].ClientURL(), "fleetwright"
-	rt, err := Start(ctx, Options{Name: "test", Common: c})
+	rt, err := Start(ctx, Options{Name: "pod-watcher", Common: c})
 	require.NoError(t, err)
 	defer rt.Close(ctx)
 	s, err := rt.Bus.JetStream().Stream(ctx, "FLEETWRIGHT_PODS")
 	require.NoError(t, err)
 	assert.Equal(t, 3, s.CachedInfo().Config.Replicas)
+}
+
+// A service started before the owner of a stream it uses does not fail (no crash loop): it
+// waits, /healthz answering and /readyz naming the missing streams and who creates them, and
+// becomes ready once they exist. It creates none of them.
+func TestStartWaitsForTheStreamsOthersCreate(t *testing.T) {
+	streamWait = 20 * time.Millisecond
+	t.Cleanup(func() { streamWait = 2 * time.Second })
+	srv := bustest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	admin := freeAddr(t)
+	type started struct {
+		rt  *Runtime
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		rt, err := Start(ctx, Options{Name: subject.Terminator, Common: Common{NATSURL: srv.ClientURL(), AdminAddr: admin, Prefix: "fleetwright"}})
+		done <- started{rt, err}
+	}()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + admin + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	require.Eventually(t, func() bool {
+		code, body := get("/readyz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "FLEETWRIGHT_LAUNCH (created by the launcher)")
+	}, 10*time.Second, 20*time.Millisecond, "readyz names the stream the terminator waits for and its owner")
+	code, _ := get("/healthz")
+	assert.Equal(t, http.StatusOK, code, "alive while waiting")
+	select {
+	case s := <-done:
+		t.Fatalf("Start returned before the launcher's streams exist: %v", s.err)
+	default:
+	}
+
+	owner, err := bus.Connect(ctx, bus.Config{URL: srv.ClientURL(), Registerer: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	defer owner.Close()
+	_, err = owner.JetStream().Stream(ctx, "FLEETWRIGHT_LAUNCH")
+	require.ErrorIs(t, err, jetstream.ErrStreamNotFound, "the terminator did not create the launcher's stream")
+	_, err = owner.JetStream().Stream(ctx, "FLEETWRIGHT_TERMINATIONS")
+	require.NoError(t, err, "the terminator created its own stream before waiting")
+	require.NoError(t, owner.EnsureOwnStreams(ctx, subject.Launcher))
+
+	var s started
+	select {
+	case s = <-done:
+	case <-ctx.Done():
+		t.Fatal("Start still waiting after the launcher made its streams")
+	}
+	require.NoError(t, s.err)
+	defer s.rt.Close(ctx)
+	code, body := get("/readyz")
+	assert.Equal(t, http.StatusOK, code, body)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
 }

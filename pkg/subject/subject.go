@@ -91,6 +91,63 @@ func Streams() []string {
 	}
 }
 
+// Service names, as each service names itself (service.Options.Name) and logs in to NATS.
+const (
+	PodWatcher = "pod-watcher"
+	Scheduler  = "scheduler"
+	Launcher   = "launcher"
+	Terminator = "terminator"
+)
+
+// streamOwners names the one service that creates and updates each stream: a service that
+// publishes to it. Every other service only looks the stream up (its NATS user may not update
+// it), so no service's start can change the config another's stream was given. The owners
+// form no cycle: the pod-watcher and the launcher need no stream of another, the terminator
+// needs the launcher's, the scheduler everyone's; so services started one after another in
+// that order each become ready before the next starts.
+var streamOwners = map[string]string{
+	StreamPods:          PodWatcher, // pending-pod batches
+	StreamLaunch:        Launcher,   // launch results (the scheduler publishes intents to it)
+	StreamOfferings:     Launcher,   // unavailable offerings (the scheduler adds interrupted spot ones)
+	StreamNodes:         Launcher,   // node events (the terminator adds its own)
+	StreamInterruptions: Terminator, // the SQS bridge's interruption events
+	StreamTerminations:  Terminator, // termination intents and results (the scheduler adds its intents and decisions)
+	StreamDeadLetter:    Launcher,   // everyone's dead letters; the launcher needs no one else's stream, so it is there first
+}
+
+// CatalogOwner is the service that creates and updates the catalog bucket (it writes the
+// catalog); the scheduler only reads it.
+const CatalogOwner = Launcher
+
+// streamsUsed are the streams of others each service publishes to or reads, which it waits for
+// at start; see StreamsUsed.
+var streamsUsed = map[string][]string{
+	Scheduler:  {StreamPods, StreamLaunch, StreamOfferings, StreamInterruptions, StreamTerminations, StreamDeadLetter},
+	Terminator: {StreamLaunch, StreamNodes, StreamDeadLetter},
+}
+
+// StreamOwner returns the service that creates and updates the stream key, or "" for an
+// unknown key.
+func StreamOwner(key string) string { return streamOwners[key] }
+
+// OwnedStreams lists, in Streams order, the stream keys service creates and updates.
+func OwnedStreams(service string) []string {
+	var out []string
+	for _, key := range Streams() {
+		if streamOwners[key] == service {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
+// StreamsUsed lists the stream keys service publishes to or reads but does not own: it only
+// looks them up, and waits at start until their owners have created them.
+func StreamsUsed(service string) []string { return append([]string(nil), streamsUsed[service]...) }
+
+// ReadsCatalog reports whether service reads the catalog bucket without owning it.
+func ReadsCatalog(service string) bool { return service == Scheduler }
+
 // Prefix is the first token(s) of every Fleetwright subject, e.g.
 // "fleetwright" or "staging.fleetwright".
 type Prefix string

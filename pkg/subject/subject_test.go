@@ -123,3 +123,24 @@ func TestDecisionsLiveInTheTerminationsStream(t *testing.T) {
 	assert.True(t, strings.HasPrefix(p.Of(TerminationsUrgent), root), "%s is under %s>", p.Of(TerminationsUrgent), root)
 	assert.NotEqual(t, p.Of(TerminationsIntents), p.Of(TerminationsUrgent))
 }
+
+// Every stream has one owner among the services; no service waits for a stream it owns; and
+// started one after another in the order the owners allow, each finds what it uses.
+func TestStreamOwners(t *testing.T) {
+	services := []string{PodWatcher, Launcher, Terminator, Scheduler}
+	made := map[string]bool{}
+	for _, svc := range services {
+		for _, key := range StreamsUsed(svc) {
+			assert.NotEqual(t, svc, StreamOwner(key), "%s waits for its own %s", svc, key)
+			assert.True(t, made[key], "%s uses %s, which the %s, started later, creates", svc, key, StreamOwner(key))
+		}
+		for _, key := range OwnedStreams(svc) {
+			made[key] = true
+		}
+	}
+	for _, key := range Streams() {
+		assert.Contains(t, services, StreamOwner(key), "%s has an owner", key)
+	}
+	assert.Contains(t, services, CatalogOwner)
+	assert.False(t, ReadsCatalog(CatalogOwner))
+}

@@ -11,6 +11,7 @@ type metrics struct {
 	initialized *prometheus.CounterVec
 	catalog     *prometheus.CounterVec
 	drifted     *prometheus.GaugeVec
+	fleet       *fleetMetrics // pool usage and limits, node allocatable, claim prices
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -33,6 +34,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Launched NodeClaims that are drifted, by pool and drift reason (NodePoolDrifted, RequirementsDrifted, NodeClassDrift, AMIDrift, SecurityGroupDrift, SubnetDrift)."},
 			[]string{"nodepool", "reason"}),
 	}
+	m.fleet = newFleetMetrics()
+	reg.MustRegister(m.fleet)
 	reg.MustRegister(m.launches, m.createFleet, m.fleetErrors, m.unavailable, m.registered, m.initialized, m.catalog, m.drifted)
 	return m
 }

@@ -49,7 +49,9 @@ func (s *statuses) pass(ctx context.Context) error {
 			ec2v1.AnnotationEC2NodeClassHash, nc.Hash(), ec2v1.AnnotationEC2NodeClassHashVersion, ec2v1.EC2NodeClassHashVersion))
 	}
 	launched := s.launchedByPool()
-	for _, np := range clusterstate.List[karpv1.NodePool](s.cache.NodePools, nil) {
+	pools := clusterstate.List[karpv1.NodePool](s.cache.NodePools, nil)
+	s.l.metrics.fleet.observe(pools, launched, s.cache.Claims(), catalogPrice(s.l.types.Lookup))
+	for _, np := range pools {
 		next := np.DeepCopy()
 		poolStatus(next, launched[np.Name], ready)
 		if !equality.Semantic.DeepEqual(np.Status, next.Status) {

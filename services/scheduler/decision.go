@@ -155,7 +155,7 @@ func (s *scheduler) launchReplacement(ctx context.Context, st *disruptionState, 
 	if err != nil {
 		return err
 	}
-	s.metrics.claims.WithLabelValues(r.NodePool).Inc()
+	s.metrics.claims.WithLabelValues(createdForDisruption, r.NodePool).Inc()
 	s.rt.Log.Info().Str("nodeclaim", nc.Name).Str("nodepool", r.NodePool).Strs("replaces", replaces).
 		Strs("instance-types", firstN(r.InstanceTypes, 5)).Float64("price", r.PriceUSDPerHour).Msg("created replacement nodeclaim")
 	return s.publishIntent(ctx, created{state: claimStateOf(nc)}, st.v, "disruption")

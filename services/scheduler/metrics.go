@@ -2,6 +2,13 @@ package main
 
 import "github.com/prometheus/client_golang/prometheus"
 
+// Reasons of fleetwright_scheduler_nodeclaims_created_total, Karpenter's values of
+// karpenter_nodeclaims_created_total's reason.
+const (
+	createdForProvisioning = "provisioning"
+	createdForDisruption   = "disruption"
+)
+
 type metrics struct {
 	solveSeconds  prometheus.Histogram
 	batches       *prometheus.CounterVec
@@ -35,7 +42,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		podsUnsched: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_pods_unschedulable_total",
 			Help: "Pods no NodePool could take."}),
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_nodeclaims_created_total",
-			Help: "NodeClaims created, by NodePool."}, []string{"nodepool"}),
+			Help: "NodeClaims created, by reason (provisioning: for pending pods; disruption: a consolidation's replacement) and NodePool."},
+			[]string{"reason", "nodepool"}),
 		intents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_launch_intents_total",
 			Help: "LaunchIntents published, by source (batch, reconcile)."}, []string{"source"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_scheduler_leader",

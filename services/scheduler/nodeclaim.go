@@ -153,7 +153,7 @@ func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v vi
 			return out, err
 		}
 		s.recent.addClaim(nc.Name)
-		s.metrics.claims.WithLabelValues(c.NodePool).Inc()
+		s.metrics.claims.WithLabelValues(createdForProvisioning, c.NodePool).Inc()
 		st := claimStateOf(nc)
 		log.Info().Str("nodeclaim", nc.Name).Str("nodepool", c.NodePool).Str("requests", scheduling.FormatResources(c.Requests)).
 			Int("instance-types", len(c.InstanceTypes)).Strs("zones", c.Zones).Strs("capacity-types", c.CapacityTypes).

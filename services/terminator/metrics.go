@@ -19,7 +19,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_intents_finished_total",
 			Help: "Termination intents carried out, by reason and outcome (terminated, already_gone, abandoned; superseded: a resumed intent another intent was already carrying out)."}, []string{"reason", "outcome"}),
 		drain: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fleetwright_terminator_drain_seconds",
-			Help: "Time from cordon until the node held no evictable pods, by reason.", Buckets: prometheus.ExponentialBuckets(0.25, 2, 12)}, []string{"reason"}),
+			Help: "Time from cordon until the node held no evictable pods, by reason.", Buckets: drainBuckets}, []string{"reason"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_evictions_total",
 			Help: "Eviction API calls by outcome: evicted, retried (429, a PodDisruptionBudget said no), error (any other refusal, retried with backoff), forced (deleted after the grace period)."}, []string{"outcome"}),
 		interruptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_interruption_messages_total",
@@ -32,3 +32,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	reg.MustRegister(m.terminated, m.outcomes, m.drain, m.evictions, m.interruptions, m.decisions, m.orphans)
 	return m
 }
+
+// drainBuckets reach 1024 s (0.25 s doubling): a drain waits out pods' terminationGracePeriod,
+// often 10 minutes, and one that long must land in a bucket, not in +Inf, for a quantile to
+// say how long it took.
+var drainBuckets = prometheus.ExponentialBuckets(0.25, 2, 13)

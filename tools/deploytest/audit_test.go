@@ -24,6 +24,8 @@ func TestAuditStreamCapturesEverything(t *testing.T) {
 	defer cancel()
 	logs := &logBuffer{}
 	pod := busAs(t, ctx, serverURL, "pod-watcher", pw["pod-watcher"], logs)
+	busAs(t, ctx, serverURL, "launcher", pw["launcher"], logs)
+	busAs(t, ctx, serverURL, "terminator", pw["terminator"], logs)
 	sched := busAs(t, ctx, serverURL, "scheduler", pw["scheduler"], logs)
 
 	b, err := os.ReadFile(filepath.Join(natsDir(t), "audit-stream.json"))

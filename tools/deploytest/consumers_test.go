@@ -16,8 +16,7 @@ import (
 func TestServicesCannotTouchOthersConsumers(t *testing.T) {
 	url, pw := shippedServer(t)
 	p := subject.DefaultPrefix
-	setup, _ := connectAs(t, url, "pod-watcher", pw["pod-watcher"])
-	ensureStreams(t, setup)
+	ensureStreams(t, url, pw)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for _, d := range durables(p) {

@@ -21,16 +21,22 @@ import (
 )
 
 // busAs connects through pkg/bus as one user (the way a service does: NATS_USER and
-// NATS_PASSWORD beside a NATS_URL without them) and ensures the streams, as service.Start does.
+// NATS_PASSWORD beside a NATS_URL without them), ensures the streams it owns and waits for the
+// others it uses, as service.Start does: call it for the owners first (startOrder).
 func busAs(t *testing.T, ctx context.Context, serverURL, user, password string, logs *logBuffer) *bus.Conn {
 	t.Helper()
 	log := zerolog.New(logs).With().Str("user", user).Logger()
 	c, err := bus.Connect(ctx, bus.Config{URL: serverURL, User: user, Password: password, Name: user, Logger: &log, Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
-	require.NoError(t, c.EnsureStreams(ctx), "%s ensures the streams at start", user)
+	require.NoError(t, c.EnsureOwnStreams(ctx, user), "%s ensures its streams at start", user)
+	require.NoError(t, c.WaitForStreams(ctx, user, 50*time.Millisecond), "%s finds the streams it uses", user)
 	return c
 }
+
+// startOrder starts each service after the owners of the streams it uses (see subject's
+// streamOwners).
+var startOrder = []string{subject.PodWatcher, subject.Launcher, subject.Terminator, subject.Scheduler}
 
 // consumeOne runs a durable consumer the way the services do and returns the first message.
 func consumeOne[T proto.Message](t *testing.T, ctx context.Context, c *bus.Conn, durable, subj string) <-chan T {
@@ -71,7 +77,7 @@ func TestServicesWorkUnderTheirUsers(t *testing.T) {
 	logs := &logBuffer{}
 	p := subject.DefaultPrefix
 	conns := map[string]*bus.Conn{}
-	for _, user := range []string{"pod-watcher", "scheduler", "launcher", "terminator"} {
+	for _, user := range startOrder {
 		conns[user] = busAs(t, ctx, serverURL, user, pw[user], logs)
 	}
 

@@ -118,8 +118,7 @@ func TestServicePublishPermissions(t *testing.T) {
 	url, pw := shippedServer(t)
 	p := subject.DefaultPrefix
 	// The streams exist, as the services ensure them at start.
-	setup, _ := connectAs(t, url, "pod-watcher", pw["pod-watcher"])
-	ensureStreams(t, setup)
+	ensureStreams(t, url, pw)
 
 	cases := []struct {
 		user    string
@@ -229,16 +228,18 @@ func TestShippedNATSConfParses(t *testing.T) {
 	}
 }
 
-func ensureStreams(t *testing.T, nc *nats.Conn) {
+func ensureStreams(t *testing.T, url string, pw map[string]string) {
 	t.Helper()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	p := subject.DefaultPrefix
 	for _, key := range subject.Streams() {
-		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: p.Stream(key), Subjects: []string{p.StreamSubjects(key)}})
+		owner := subject.StreamOwner(key)
+		nc, _ := connectAs(t, url, owner, pw[owner])
+		js, err := jetstream.New(nc)
 		require.NoError(t, err)
+		_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: p.Stream(key), Subjects: []string{p.StreamSubjects(key)}})
+		require.NoError(t, err, "%s creates %s", owner, key)
 	}
 }
 

@@ -67,20 +67,29 @@ func foreignConsumers(p subject.Prefix, user string, reads []string) []string {
 // catalogStream is the JetStream stream behind the catalog key-value bucket.
 func catalogStream(p subject.Prefix) string { return "KV_" + p.CatalogBucket() }
 
-// manageStreams lets a user create, update and inspect Fleetwright's work streams and the
-// catalog bucket: every service calls bus.EnsureStreams at start. The audit stream is not among
-// them, so no service can shorten the audit trail.
-func manageStreams(p subject.Prefix) []string {
+// manageStreams lets a service create, update and inspect the streams it owns
+// (subject.OwnedStreams, and the catalog bucket for subject.CatalogOwner) and only inspect the
+// others it uses (subject.StreamsUsed, subject.ReadsCatalog): at start it ensures its own with
+// bus.EnsureOwnStreams and waits for the others with bus.WaitForStreams. So no service can
+// change another's stream, and none the audit stream, which would shorten the audit trail.
+func manageStreams(p subject.Prefix, service string) []string {
 	out := []string{"$JS.API.INFO", "$JS.API.STREAM.NAMES"}
-	streams := make([]string, 0, len(subject.Streams())+1)
-	for _, key := range subject.Streams() {
-		streams = append(streams, p.Stream(key))
-	}
-	streams = append(streams, catalogStream(p))
-	for _, s := range streams {
+	manage := func(s string) {
 		for _, op := range []string{"CREATE", "UPDATE", "INFO"} {
 			out = append(out, "$JS.API.STREAM."+op+"."+s)
 		}
+	}
+	for _, key := range subject.OwnedStreams(service) {
+		manage(p.Stream(key))
+	}
+	if service == subject.CatalogOwner {
+		manage(catalogStream(p))
+	}
+	for _, key := range subject.StreamsUsed(service) {
+		out = append(out, "$JS.API.STREAM.INFO."+p.Stream(key))
+	}
+	if subject.ReadsCatalog(service) {
+		out = append(out, "$JS.API.STREAM.INFO."+catalogStream(p))
 	}
 	return out
 }
@@ -111,7 +120,6 @@ const inbox = "_INBOX.>"
 // audit-stream job). Each service may publish exactly the subjects it produces, plus the
 // dead-letter subjects of what it consumes.
 func NATSUsers(p subject.Prefix) []NATSUser {
-	js := manageStreams(p)
 	join := func(lists ...[]string) []string {
 		var out []string
 		for _, l := range lists {
@@ -123,7 +131,7 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 		{
 			Name:      "pod-watcher",
 			Comment:   "publishes pending-pod batches and nothing else",
-			Publish:   join([]string{p.Of(subject.PodsPending)}, js),
+			Publish:   join([]string{p.Of(subject.PodsPending)}, manageStreams(p, subject.PodWatcher)),
 			Subscribe: []string{inbox},
 		},
 		{
@@ -138,7 +146,7 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 				p.Of(subject.OfferingsUnavailable),
 				p.DeadLetter(p.Of(subject.PodsPending)),
 				p.DeadLetter(p.AllInterruptions()),
-			}, js, readStream(p.Stream(subject.StreamPods)), readStream(p.Stream(subject.StreamOfferings)),
+			}, manageStreams(p, subject.Scheduler), readStream(p.Stream(subject.StreamPods)), readStream(p.Stream(subject.StreamOfferings)),
 				readStream(p.Stream(subject.StreamInterruptions)), readStream(catalogStream(p))),
 			Deny: foreignConsumers(p, "scheduler", []string{p.Stream(subject.StreamPods), p.Stream(subject.StreamOfferings),
 				p.Stream(subject.StreamInterruptions), catalogStream(p)}),
@@ -154,7 +162,7 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 				p.Of(subject.NodesEvents),
 				p.DeadLetter(p.Of(subject.LaunchIntents)),
 				"$KV." + p.CatalogBucket() + ".>",
-			}, js, readStream(p.Stream(subject.StreamLaunch)), readStream(p.Stream(subject.StreamOfferings)),
+			}, manageStreams(p, subject.Launcher), readStream(p.Stream(subject.StreamLaunch)), readStream(p.Stream(subject.StreamOfferings)),
 				readStream(catalogStream(p))),
 			Deny: foreignConsumers(p, "launcher", []string{p.Stream(subject.StreamLaunch), p.Stream(subject.StreamOfferings),
 				catalogStream(p)}),
@@ -176,7 +184,7 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 				p.DeadLetter(p.Of(subject.TerminationsUrgent)),
 				p.DeadLetter(p.Of(subject.LaunchResults)),
 				p.DeadLetter(p.Of(subject.NodesEvents)),
-			}, js, readStream(p.Stream(subject.StreamInterruptions)), readStream(p.Stream(subject.StreamTerminations)),
+			}, manageStreams(p, subject.Terminator), readStream(p.Stream(subject.StreamInterruptions)), readStream(p.Stream(subject.StreamTerminations)),
 				readStream(p.Stream(subject.StreamLaunch)), readStream(p.Stream(subject.StreamNodes))),
 			Deny: foreignConsumers(p, "terminator", []string{p.Stream(subject.StreamInterruptions), p.Stream(subject.StreamTerminations),
 				p.Stream(subject.StreamLaunch), p.Stream(subject.StreamNodes)}),

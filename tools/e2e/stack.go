@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -22,7 +23,9 @@ import (
 	ec2v1alpha1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1alpha1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1alpha5"
+	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
+	"github.com/fleetwright/fleetwright/pkg/subject"
 	emuclient "github.com/fleetwright/fleetwright/tools/awsemu/client"
 	"github.com/fleetwright/fleetwright/tools/localcluster"
 	"github.com/fleetwright/fleetwright/tools/proc"
@@ -102,13 +105,38 @@ func NewStack(t testing.TB, services []string) *Stack {
 		"--cluster-name", "demo-cluster", "--boot-delay", "0s"}, nil)
 	s.services["awsemu"] = emu
 	s.waitHealthy("awsemu", func(ctx context.Context) error { return s.Emu.Healthy(ctx) })
-	for _, name := range services {
-		s.StartService(name)
+	// Each service creates only the streams it owns and waits, not ready, for the others it
+	// uses. A stack without some service makes that service's streams itself, as it would have;
+	// the services start owners first, each ready before the next.
+	s.ensureStreamsOfAbsent(services)
+	for _, name := range startOrder {
+		if slices.Contains(services, name) {
+			s.StartService(name)
+		}
 	}
 	if slices.Contains(services, "scheduler") {
 		s.Leading()
 	}
 	return s
+}
+
+// startOrder starts each service after the owners of the streams it uses (pkg/subject's
+// stream owners): a service waits, not ready, until those exist.
+var startOrder = []string{subject.PodWatcher, subject.Launcher, subject.Terminator, subject.Scheduler}
+
+// ensureStreamsOfAbsent creates the streams whose owners are not among services.
+func (s *Stack) ensureStreamsOfAbsent(services []string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := bus.Connect(ctx, bus.Config{URL: s.NATSURL, Name: "e2e-stack", Registerer: prometheus.NewRegistry()})
+	require.NoError(s.t, err)
+	defer conn.Close()
+	for _, owner := range startOrder {
+		if !slices.Contains(services, owner) {
+			require.NoError(s.t, conn.EnsureOwnStreams(ctx, owner), "making the streams of the absent %s", owner)
+		}
+	}
 }
 
 // Leading waits until the scheduler leads and has made its takeover (offered the pods already

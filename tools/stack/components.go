@@ -52,8 +52,8 @@ func components(cfg config, cluster *localcluster.Cluster) []component {
 		health: "http://" + awsemuAddr + "/_emu/healthz",
 	}}
 	common := []string{"--kubeconfig", cluster.Kubeconfig, "--nats-url", cfg.natsURL()}
-	for i, name := range services {
-		admin := "127.0.0.1:" + strconv.Itoa(8081+i)
+	for _, name := range services {
+		admin := "127.0.0.1:" + strconv.Itoa(adminPorts[name])
 		args := append(append([]string{}, common...), "--admin-addr", admin)
 		switch name {
 		case "launcher":
@@ -67,8 +67,13 @@ func components(cfg config, cluster *localcluster.Cluster) []component {
 	return out
 }
 
-// services are started when their binary is present next to the stack binary.
-var services = []string{"pod-watcher", "scheduler", "launcher", "terminator"}
+// services are started when their binary is present next to the stack binary, each ready before
+// the next, so each after the owners of the streams it uses (pkg/subject's stream owners): a
+// service waits, not ready, until those exist.
+var services = []string{"pod-watcher", "launcher", "terminator", "scheduler"}
+
+// adminPorts are the services' admin ports, as README.md gives them.
+var adminPorts = map[string]int{"pod-watcher": 8081, "scheduler": 8082, "launcher": 8083, "terminator": 8084}
 
 // startComponents starts each component whose binary exists and waits for its health URL.
 func startComponents(ctx context.Context, cfg config, cluster *localcluster.Cluster) ([]*proc.Process, error) {
