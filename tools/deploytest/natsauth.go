@@ -111,8 +111,8 @@ func readStream(stream string) []string {
 // arrive.
 const inbox = "_INBOX.>"
 
-// NATSUsers is the permission table: one user per service plus the audit user (the tap and the
-// audit-stream job). Each service may publish exactly the subjects it produces, plus the
+// NATSUsers is the permission table: one user per service plus the audit user (the operator CLI
+// and the audit-stream job). Each service may publish exactly the subjects it produces, plus the
 // dead-letter subjects of what it consumes.
 func NATSUsers(p subject.Prefix) []NATSUser {
 	js := manageStreams(p)

@@ -236,3 +236,24 @@ spec:
 	_, err = workloadPods([]byte(""), "default")
 	require.ErrorContains(t, err, "makes no pod")
 }
+
+// A message's traceparent gives the trace id, and --jaeger-url a link to it; an invalid or
+// absent traceparent gives neither.
+func TestTraceIDAndLink(t *testing.T) {
+	msg := func(tp string) stored {
+		m := nats.NewMsg("x")
+		if tp != "" {
+			m.Header.Set("traceparent", tp)
+		}
+		return stored{Msg: m}
+	}
+	id := msg("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01").traceID()
+	assert.Equal(t, "0af7651916cd43dd8448eb211c80319c", id)
+	assert.Empty(t, msg("00-00000000000000000000000000000000-b7ad6b7169203331-01").traceID())
+	assert.Empty(t, msg("garbage").traceID())
+	assert.Empty(t, msg("").traceID())
+	o := options{jaegerURL: "http://jaeger:16686/"}
+	assert.Equal(t, "http://jaeger:16686/trace/"+id, o.traceURL(id))
+	assert.Empty(t, o.traceURL(""))
+	assert.Empty(t, (&options{}).traceURL(id), "no --jaeger-url, no link")
+}
