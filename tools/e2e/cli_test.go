@@ -120,6 +120,7 @@ spec:
 	text, err := fleetwright(t, s, "simulate", "-f", workload)
 	require.NoError(t, err)
 	assert.Contains(t, text, "nodepool default")
+	t.Logf("fleetwright simulate:\n%s", text)
 	assert.Contains(t, text, "nothing was created")
 
 	// Scale up, then ask why each node is there.
@@ -166,6 +167,7 @@ spec:
 	assert.Len(t, names, 3, "the nodes were launched for the three pods, each once")
 	text, err = fleetwright(t, s, "why", "node", removed.Name)
 	require.NoError(t, err)
+	t.Logf("fleetwright why node %s:\n%s", removed.Name, text)
 	for _, want := range []string{"NodePool:      default", removed.Labels[corev1.LabelInstanceTypeStable], "$", "default/inflate-"} {
 		assert.Contains(t, text, want)
 	}
@@ -186,6 +188,7 @@ spec:
 	assert.Equal(t, "terminated", r.Removal.Outcome)
 	text, err = fleetwright(t, s, "why", "node", removed.Name)
 	require.NoError(t, err)
+	t.Logf("fleetwright why node %s (removed):\n%s", removed.Name, text)
 	assert.Contains(t, text, "Removal:       "+r.Removal.Reason)
 }
 
@@ -241,6 +244,7 @@ func TestCLIWhyPodNoPoolAccepts(t *testing.T) {
 	assert.NotEmpty(t, r.Batches, "the batches it was offered in")
 	text, err := fleetwright(t, s, "why", "pod", "default/intolerant")
 	require.NoError(t, err)
+	t.Logf("fleetwright why pod default/intolerant:\n%s", text)
 	assert.Contains(t, text, "nodepool default: did not tolerate example.com/special-taint")
 	assert.Empty(t, nodeClaims(t, s), "no capacity for a pod no pool takes")
 }

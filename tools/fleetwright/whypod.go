@@ -148,7 +148,7 @@ func explainPod(ctx context.Context, kube client.Client, h history, ns, name str
 			continue
 		}
 		at := eventTime(e)
-		r.event(at, "event/"+e.Source.Component, "%s: %s", e.Reason, e.Message)
+		r.event(at, "event/"+or(or(e.Source.Component, e.ReportingController), "kubernetes"), "%s: %s", e.Reason, e.Message)
 		// The scheduler's explanation (not kube-scheduler's): "Failed to schedule pod, <reason>".
 		if e.Reason == "FailedScheduling" && strings.HasPrefix(e.Message, "Failed to schedule pod, ") && !at.Before(last) {
 			last = at
