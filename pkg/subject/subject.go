@@ -14,6 +14,7 @@
 //	<prefix>.terminations.results       terminator workers -> anyone
 //	<prefix>.terminations.decisions     scheduler   -> audit     (DisruptionDecision: why a node goes, or why not)
 //	<prefix>.deadletter.<original rest> messages that could not be decoded or kept failing
+//	<prefix>.scheduler.simulate         CLI -> scheduler (request/reply, no stream: SimulateRequest)
 //
 // A Prefix is a validated NATS token chain; its methods build full subjects,
 // stream names and the catalog bucket name.
@@ -45,6 +46,11 @@ const (
 	// audit stream only: no service consumes it (the terminator's workers follow
 	// TerminationsIntents alone).
 	TerminationsDecisions = "terminations.decisions"
+	// SchedulerSimulate is request/reply, outside every stream: any scheduler replica (queue
+	// group SimulateQueue) answers a SimulateRequest with the plan it would make now.
+	SchedulerSimulate = "scheduler.simulate"
+	// SimulateQueue is the scheduler replicas' queue group on SchedulerSimulate.
+	SimulateQueue = "scheduler"
 
 	// interruptions and deadletter are the roots of subject families built by
 	// Prefix.Interruptions and Prefix.DeadLetter.

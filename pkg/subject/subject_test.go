@@ -55,6 +55,7 @@ func TestBuilders(t *testing.T) {
 		{"terminations urgent", p.Of(TerminationsUrgent), "fw.test.terminations.urgent"},
 		{"terminations results", p.Of(TerminationsResults), "fw.test.terminations.results"},
 		{"terminations decisions", p.Of(TerminationsDecisions), "fw.test.terminations.decisions"},
+		{"scheduler simulate", p.Of(SchedulerSimulate), "fw.test.scheduler.simulate"},
 		{"interruption", p.Interruptions(InterruptionSpot), "fw.test.interruptions.spot"},
 		{"all interruptions", p.AllInterruptions(), "fw.test.interruptions.*"},
 		{"deadletter", p.DeadLetter("fw.test.launch.intents"), "fw.test.deadletter.launch.intents"},

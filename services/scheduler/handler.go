@@ -279,15 +279,7 @@ func (s *scheduler) reportUnschedulable(unplaced []scheduling.Unschedulable, v v
 		if pod == nil {
 			continue
 		}
-		reason := u.Reason
-		switch {
-		case len(v.pools) == 0 && len(v.notReady) > 0:
-			reason = strings.Join(v.notReady, "; ")
-		case len(v.pools) == 0:
-			reason = noNodePool
-		case len(v.notReady) > 0:
-			reason += "; " + strings.Join(v.notReady, "; ")
-		}
+		reason := v.unschedulableReason(u.Reason)
 		failedScheduling(s.recorder, pod, reason)
 		if i < 10 {
 			log.Warn().Str("pod", pod.Namespace+"/"+pod.Name).Str("reason", reason).Msg("could not schedule pod")
@@ -296,6 +288,20 @@ func (s *scheduler) reportUnschedulable(unplaced []scheduling.Unschedulable, v v
 	if len(unplaced) > 10 {
 		log.Warn().Int("more", len(unplaced)-10).Msg("could not schedule further pods")
 	}
+}
+
+// unschedulableReason is the core's reason a pod cannot be placed, completed with the pools
+// left out of the solve (not ready) or the absence of any pool.
+func (v view) unschedulableReason(core string) string {
+	switch {
+	case len(v.pools) == 0 && len(v.notReady) > 0:
+		return strings.Join(v.notReady, "; ")
+	case len(v.pools) == 0:
+		return noNodePool
+	case len(v.notReady) > 0:
+		return core + "; " + strings.Join(v.notReady, "; ")
+	}
+	return core
 }
 
 // launchMessage is Karpenter's line for a NodeClaim about to launch:

@@ -29,6 +29,7 @@ type intentSource struct {
 // claimView is the part of a NodeClaim a LaunchIntent carries.
 type claimView struct {
 	Name, UID, NodePool string
+	BatchID             string // the batch it was planned for (batchAnnotation)
 	NodeClassRef        *commonv1.ObjectRef
 	Requirements        []*commonv1.NodeSelectorRequirement
 	Labels              map[string]string
@@ -49,7 +50,7 @@ func launchIntent(src intentSource) *launchv1.LaunchIntent {
 		Zones: zones, Requirements: c.Requirements, Labels: c.Labels,
 		Taints: taints(c.Taints), StartupTaints: taints(c.StartupTaints),
 		Resources: resources(c.Requests), Pods: src.pods, Kubelet: src.kubelet,
-		CreateTime: timestamppb.New(src.now),
+		CreateTime: timestamppb.New(src.now), BatchId: c.BatchID,
 	}
 	for _, ct := range capacityTypes {
 		in.CapacityTypes = append(in.CapacityTypes, offerings.CapacityType(ct))

@@ -49,7 +49,7 @@ func claimStateOf(nc *karpv1.NodeClaim) claimState {
 		pool = nc.Labels[scheduling.LabelProvisionerName]
 	}
 	c := claimState{
-		claimView: claimView{Name: nc.Name, UID: string(nc.UID), NodePool: pool, NodeClassRef: nodeClassRef(nc.Spec.NodeClassRef),
+		claimView: claimView{Name: nc.Name, UID: string(nc.UID), NodePool: pool, BatchID: nc.Annotations[batchAnnotation], NodeClassRef: nodeClassRef(nc.Spec.NodeClassRef),
 			Labels: nc.Labels, Taints: nc.Spec.Taints, StartupTaints: nc.Spec.StartupTaints, Requests: nc.Spec.Resources.Requests},
 		ProviderID: nc.Status.ProviderID, NodeName: nc.Status.NodeName,
 		Launched: nc.Condition(karpv1.ConditionTypeLaunched) != nil, Initialized: nc.IsTrue(karpv1.ConditionTypeInitialized),

@@ -61,6 +61,7 @@ func TestBatchBecomesOneNodeClaimAndOneIntent(t *testing.T) {
 
 	// The intent: dedup id = claim name, the claim's uid, its types cheapest first.
 	assert.Equal(t, nc.Name, msgID)
+	assert.Equal(t, "batch-1", intent.GetBatchId(), "the intent names the batch the claim was planned for")
 	assert.Equal(t, nc.Name, intent.GetNodeClaimName())
 	assert.Equal(t, string(nc.UID), intent.GetNodeClaimUid())
 	assert.Equal(t, "default", intent.GetNodePoolName())

@@ -105,6 +105,11 @@ func (s *scheduler) run(ctx context.Context) error {
 		return err
 	}
 	s.catalog = &instanceTypes{watch: watch}
+	sim, err := s.serveSimulate(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sim.Drain() }()
 	if err := s.unavailable.Follow(ctx, s.rt.Bus, s.cfg.UnavailableReplay, s.rt.Log); err != nil {
 		return err
 	}

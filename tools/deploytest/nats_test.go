@@ -279,3 +279,35 @@ func TestShippedNATSVersionIsTheTestedOne(t *testing.T) {
 		assert.Equal(t, tested, string(m[1]), "%s ships the nats-server version the tests run", f)
 	}
 }
+
+// TestSimulateRequestReplyPermissions: the audit user (the operator CLI) may ask the scheduler
+// to simulate and gets its answer; the scheduler may answer (one reply per request) but not
+// publish to an inbox of its choosing; no other service may ask.
+func TestSimulateRequestReplyPermissions(t *testing.T) {
+	url, pw := shippedServer(t)
+	subj := subject.DefaultPrefix.Of(subject.SchedulerSimulate)
+	sched, schedErrs := connectAs(t, url, "scheduler", pw["scheduler"])
+	_, err := sched.QueueSubscribe(subj, subject.SimulateQueue, func(m *nats.Msg) { _ = m.Respond([]byte("plan")) })
+	require.NoError(t, err)
+	require.NoError(t, sched.Flush())
+
+	cli, cliErrs := connectAs(t, url, "audit", pw["audit"])
+	reply, err := cli.Request(subj, []byte("workload"), 5*time.Second)
+	require.NoError(t, err, "the CLI's request is answered")
+	assert.Equal(t, "plan", string(reply.Data))
+	assert.Empty(t, cliErrs.violations())
+	assert.Empty(t, schedErrs.violations())
+
+	// Answering is not a licence to publish to inboxes at will.
+	require.NoError(t, sched.Publish("_INBOX.somebody-else", []byte("unasked")))
+	require.NoError(t, sched.Flush())
+	require.Eventually(t, func() bool { return len(schedErrs.violations()) > 0 }, 5*time.Second, 10*time.Millisecond,
+		"the scheduler published to an inbox nobody asked it to answer")
+
+	for _, user := range []string{"pod-watcher", "launcher", "terminator"} {
+		nc, errs := connectAs(t, url, user, pw[user])
+		_, err := nc.Request(subj, []byte("workload"), 500*time.Millisecond)
+		require.Error(t, err, "%s may not ask for a simulation", user)
+		require.Eventually(t, func() bool { return len(errs.violations()) > 0 }, 5*time.Second, 10*time.Millisecond, user)
+	}
+}

@@ -25,6 +25,10 @@ type NATSUser struct {
 	Publish   []string // subjects it may publish to (JetStream API subjects included)
 	Subscribe []string // subjects it may subscribe to
 	Deny      []string // subjects it may not publish to even where Publish allows them
+	// AllowResponses lets it publish one reply to the reply subject of each request it
+	// receives (a responder: the scheduler answering simulate), without a publish right on
+	// every inbox.
+	AllowResponses bool
 }
 
 // durable is a named JetStream consumer and the service whose it is.
@@ -116,8 +120,8 @@ func readStream(stream string) []string {
 // arrive.
 const inbox = "_INBOX.>"
 
-// NATSUsers is the permission table: one user per service plus the audit user (the tap and the
-// audit-stream job). Each service may publish exactly the subjects it produces, plus the
+// NATSUsers is the permission table: one user per service plus the audit user (the operator CLI
+// and the audit-stream job). Each service may publish exactly the subjects it produces, plus the
 // dead-letter subjects of what it consumes.
 func NATSUsers(p subject.Prefix) []NATSUser {
 	join := func(lists ...[]string) []string {
@@ -138,7 +142,8 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 			Name: "scheduler",
 			Comment: "consumes batches and interruption events, follows unavailable offerings and the " +
 				"catalog, publishes launch intents, interrupted spot offerings, and the termination intents " +
-				"and the record (decided, terminating, abandoned, blocked) of its disruption decisions",
+				"and the record (decided, terminating, abandoned, blocked) of its disruption decisions; " +
+				"answers simulate requests (one reply each)",
 			Publish: join([]string{
 				p.Of(subject.LaunchIntents),
 				p.Of(subject.TerminationsIntents),
@@ -150,7 +155,8 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 				readStream(p.Stream(subject.StreamInterruptions)), readStream(catalogStream(p))),
 			Deny: foreignConsumers(p, "scheduler", []string{p.Stream(subject.StreamPods), p.Stream(subject.StreamOfferings),
 				p.Stream(subject.StreamInterruptions), catalogStream(p)}),
-			Subscribe: []string{inbox},
+			Subscribe:      []string{inbox, p.Of(subject.SchedulerSimulate)},
+			AllowResponses: true,
 		},
 		{
 			Name: "launcher",
@@ -192,9 +198,11 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 		},
 		{
 			Name: "audit",
-			Comment: "the tap (a read-only subscription to everything) and the job that keeps the " +
-				"audit stream; publishes no Fleetwright subject",
+			Comment: "the operator CLI (tools/fleetwright: tap, why, simulate, deadletters ls) and the job " +
+				"that keeps the audit stream; reads everything, publishes no Fleetwright subject but the " +
+				"simulate request the scheduler answers",
 			Publish: join([]string{
+				p.Of(subject.SchedulerSimulate),
 				"$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
 				"$JS.API.STREAM.CREATE." + AuditStream(p),
 				"$JS.API.STREAM.UPDATE." + AuditStream(p),
@@ -227,6 +235,9 @@ func RenderAuthConf(users []NATSUser) string {
 		fmt.Fprintf(&b, "    {\n      user: %q\n      password: $%s\n      permissions: {\n", u.Name, passwordEnv(u.Name))
 		writeList(&b, "publish", u.Publish, u.Deny)
 		writeList(&b, "subscribe", u.Subscribe, nil)
+		if u.AllowResponses {
+			b.WriteString("        allow_responses: true\n")
+		}
 		b.WriteString("      }\n    }\n")
 	}
 	b.WriteString("  ]\n}\n")

@@ -204,7 +204,7 @@ func demo(ctx context.Context, cfg config) error {
 		}
 	}
 	fmt.Printf("\nEmpty nodes removed %.1fs after the scale-down (20s of it is consolidateAfter; the pool's budget, 10%%, lets them go one at a time).\n", time.Since(start).Seconds())
-	fmt.Printf("\nThe stack stays up: `. %s`, then kubectl, or `go run ./tools/tap` to watch the bus; `make down` stops it.\n", cfg.envFile())
+	fmt.Printf("\nThe stack stays up: `. %s`, then kubectl, or `go run ./tools/fleetwright tap` to watch the bus; `make down` stops it.\n", cfg.envFile())
 	return nil
 }
 

@@ -193,7 +193,7 @@ func printEnv(cfg config) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", cfg.envFile(), err)
 	}
-	fmt.Printf("\nThe local stack is up. Use it from a shell with:\n\n  . %s\n  kubectl get nodes\n  go run ./tools/tap        # every message on fleetwright.>, one JSON line each\n\n%s\nLogs: %s\nStop it with: make down\n", cfg.envFile(), b, cfg.logDir())
+	fmt.Printf("\nThe local stack is up. Use it from a shell with:\n\n  . %s\n  kubectl get nodes\n  go run ./tools/fleetwright tap   # every message on fleetwright.>, one JSON line each\n\n%s\nLogs: %s\nStop it with: make down\n", cfg.envFile(), b, cfg.logDir())
 	return nil
 }
 

@@ -120,7 +120,11 @@ type LaunchIntent struct {
 	// Kubelet settings from the node class, passed to user data.
 	Kubelet *KubeletConfig `protobuf:"bytes,14,opt,name=kubelet,proto3" json:"kubelet,omitempty"`
 	// When the scheduler created the intent.
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The PendingPodBatch the NodeClaim was planned for (its fleetwright.io/batch-id
+	// annotation), so an operator can trace a node back to the pods that asked for it; empty
+	// for a replacement made by a disruption decision.
+	BatchId       string `protobuf:"bytes,16,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -258,6 +262,13 @@ func (x *LaunchIntent) GetCreateTime() *timestamppb.Timestamp {
 		return x.CreateTime
 	}
 	return nil
+}
+
+func (x *LaunchIntent) GetBatchId() string {
+	if x != nil {
+		return x.BatchId
+	}
+	return ""
 }
 
 // InstanceTypeOption is one instance type a NodeClaim may become, with the offerings allowed.
@@ -751,7 +762,7 @@ var File_fleetwright_launch_v1_launch_proto protoreflect.FileDescriptor
 
 const file_fleetwright_launch_v1_launch_proto_rawDesc = "" +
 	"\n" +
-	"\"fleetwright/launch/v1/launch.proto\x12\x15fleetwright.launch.v1\x1a$fleetwright/catalog/v1/catalog.proto\x1a\"fleetwright/common/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc1\a\n" +
+	"\"fleetwright/launch/v1/launch.proto\x12\x15fleetwright.launch.v1\x1a$fleetwright/catalog/v1/catalog.proto\x1a\"fleetwright/common/v1/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xdc\a\n" +
 	"\fLaunchIntent\x12&\n" +
 	"\x0fnode_claim_name\x18\x01 \x01(\tR\rnodeClaimName\x12$\n" +
 	"\x0enode_claim_uid\x18\x02 \x01(\tR\fnodeClaimUid\x12$\n" +
@@ -769,7 +780,8 @@ const file_fleetwright_launch_v1_launch_proto_rawDesc = "" +
 	"\x04pods\x18\r \x03(\v2\x1d.fleetwright.common.v1.PodRefR\x04pods\x12>\n" +
 	"\akubelet\x18\x0e \x01(\v2$.fleetwright.launch.v1.KubeletConfigR\akubelet\x12;\n" +
 	"\vcreate_time\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\x1a9\n" +
+	"createTime\x12\x19\n" +
+	"\bbatch_id\x18\x10 \x01(\tR\abatchId\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"h\n" +

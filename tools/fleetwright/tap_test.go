@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -185,37 +187,61 @@ func TestDescribeDisruptionDecision(t *testing.T) {
 		"replacementNodeClaimNames":["default-rep"],"why":"replacement default-rep failed to launch"}`, string(l.Payload))
 }
 
-func TestParseConfig(t *testing.T) {
+func TestSharedFlags(t *testing.T) {
 	tests := []struct {
-		name        string
-		env         map[string]string
-		args        []string
-		wantURL     string
-		wantSubject string
-		wantErr     string
+		name       string
+		env        map[string]string
+		args       []string
+		wantURL    string
+		wantPrefix string
+		wantPos    []string
+		wantErr    string
 	}{
-		{name: "defaults", wantURL: "nats://127.0.0.1:4222", wantSubject: "fleetwright.>"},
-		{name: "env", env: map[string]string{"NATS_URL": "nats://nats:4222", "FLEETWRIGHT_PREFIX": "staging"}, wantURL: "nats://nats:4222", wantSubject: "staging.>"},
-		{name: "flags win", env: map[string]string{"NATS_URL": "nats://nats:4222"}, args: []string{"--nats-url", "nats://other:4222", "--prefix", "dev"}, wantURL: "nats://other:4222", wantSubject: "dev.>"},
-		{name: "subject override", args: []string{"--subject", "fleetwright.deadletter.>"}, wantURL: "nats://127.0.0.1:4222", wantSubject: "fleetwright.deadletter.>"},
+		{name: "defaults", wantURL: "nats://127.0.0.1:4222", wantPrefix: "fleetwright"},
+		{name: "env", env: map[string]string{"NATS_URL": "nats://nats:4222", "FLEETWRIGHT_PREFIX": "staging"}, wantURL: "nats://nats:4222", wantPrefix: "staging"},
+		{name: "flags win", env: map[string]string{"NATS_URL": "nats://nats:4222"}, args: []string{"--nats-url", "nats://other:4222", "--prefix", "dev"}, wantURL: "nats://other:4222", wantPrefix: "dev"},
+		{name: "flags after arguments", args: []string{"node-1", "-o", "json", "--prefix", "dev"}, wantURL: "nats://127.0.0.1:4222", wantPrefix: "dev", wantPos: []string{"node-1"}},
 		{name: "bad prefix", args: []string{"--prefix", "a b"}, wantErr: "invalid subject prefix"},
+		{name: "bad output", args: []string{"-o", "yaml"}, wantErr: "-o yaml: want text or json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv("NATS_URL", "")
 			t.Setenv("FLEETWRIGHT_PREFIX", "")
+			t.Setenv("FLEETWRIGHT_STATE", t.TempDir()) // no .local/env
 			for k, v := range tt.env {
 				t.Setenv(k, v)
 			}
-			cfg, err := parseConfig(tt.args, io.Discard)
+			var o options
+			fs := newFlagSet("test", &o, io.Discard)
+			pos, err := parse(fs, &o, tt.args)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tt.wantURL, cfg.url)
-			assert.Equal(t, tt.wantSubject, cfg.subject)
+			assert.Equal(t, tt.wantURL, o.natsURL)
+			assert.Equal(t, tt.wantPrefix, o.prefix)
+			assert.Equal(t, tt.wantPos, pos)
 		})
 	}
+}
+
+// The local stack's .local/env fills in what the environment does not set.
+func TestLocalEnvFile(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "env"), []byte("export KUBECONFIG=/x/kubeconfig\nexport NATS_URL=nats://127.0.0.1:14222\n"), 0o600))
+	t.Setenv("FLEETWRIGHT_STATE", dir)
+	t.Setenv("NATS_URL", "")
+	t.Setenv("KUBECONFIG", "")
+	var o options
+	_, err := parse(newFlagSet("test", &o, io.Discard), &o, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "nats://127.0.0.1:14222", o.natsURL)
+	assert.Equal(t, "/x/kubeconfig", o.kubeconfig)
+	t.Setenv("NATS_URL", "nats://from-env:4222")
+	_, err = parse(newFlagSet("test", &o, io.Discard), &o, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "nats://from-env:4222", o.natsURL, "the environment wins over the file")
 }

@@ -25,6 +25,7 @@ import (
 	_ "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 	_ "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
 	_ "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
+	_ "github.com/fleetwright/fleetwright/proto/gen/fleetwright/scheduler/v1"
 	_ "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 
 	// Well-known types, so they resolve too (e.g. in tests and ad-hoc tools).
@@ -37,9 +38,12 @@ import (
 )
 
 // Line is one printed message. Payload is the message as protojson, or, when
-// it cannot be decoded, the raw bytes as a base64 JSON string next to Error.
+// it cannot be decoded, the raw bytes as a base64 JSON string next to Error. Time is when the
+// tap received it, or, replayed, when the stream stored it.
 type Line struct {
 	Subject string              `json:"subject"`
+	Stream  string              `json:"stream,omitempty"` // replayed: the stream it was read from
+	Seq     uint64              `json:"seq,omitempty"`    // and its sequence there
 	Time    string              `json:"time"`
 	Headers map[string][]string `json:"headers,omitempty"`
 	Type    string              `json:"type,omitempty"`
