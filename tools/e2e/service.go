@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,6 +23,26 @@ var (
 	binDir  string
 )
 
+// binDirPrefix names a test binary's directory of built services, suffixed with its pid: a
+// test binary cannot remove it when it exits (the last test does not know it is the last), so
+// the next one removes those whose process is gone.
+const binDirPrefix = "fleetwright-e2e-bin-"
+
+// removeStaleBinDirs removes the build directories of test binaries that have exited (some
+// 500 MB each) and are older than an hour.
+func removeStaleBinDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), binDirPrefix+"*"))
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(d), binDirPrefix))
+		if err == nil && pid > 0 && pid <= math.MaxInt32 && syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue // its test binary still runs
+		}
+		if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > time.Hour {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
 // Build compiles a main package of the repository (e.g. "./services/launcher") once per test
 // binary and returns the executable's path.
 func Build(t testing.TB, pkg string) string {
@@ -29,8 +53,9 @@ func Build(t testing.TB, pkg string) string {
 		return p
 	}
 	if binDir == "" {
-		d, err := os.MkdirTemp("", "fleetwright-e2e-bin-")
-		if err != nil {
+		removeStaleBinDirs()
+		d := filepath.Join(os.TempDir(), fmt.Sprintf("%s%d", binDirPrefix, os.Getpid()))
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatalf("creating bin dir: %v", err)
 		}
 		binDir = d
