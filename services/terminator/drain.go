@@ -47,6 +47,7 @@ const (
 // (its grace period is over: the kubelet that should have removed it is gone) no longer
 // holds the drain, as with Karpenter. observe, if set, is told what every round found.
 func (e *executor) drain(ctx context.Context, node string, deadline, budget time.Time, st *drainStats, log zerolog.Logger, observe func(drainRound)) (bool, error) {
+	log = log.With().Ctx(ctx).Logger() // its lines carry the drain's span
 	backoff := minBackoff
 	if observe == nil {
 		observe = func(drainRound) {}

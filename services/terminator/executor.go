@@ -491,7 +491,7 @@ func (e *executor) event(ctx context.Context, kind nodesv1.NodeEventKind, in *te
 	ev := &nodesv1.NodeEvent{Kind: kind, NodeName: node.Name, NodeClaimName: in.GetNodeClaimName(), ProviderId: node.Spec.ProviderID,
 		InstanceId: ec2v1.InstanceID(node.Spec.ProviderID), NodePoolName: in.GetNodePoolName(), EventTime: timestamppb.New(e.now()), Labels: node.Labels}
 	if err := e.bus.Publish(ctx, e.prefix.Of(subject.NodesEvents), ev, ""); err != nil {
-		e.log.Warn().Err(err).Msg("publishing node event")
+		e.log.Warn().Ctx(ctx).Err(err).Msg("publishing node event")
 	}
 }
 
