@@ -494,10 +494,3 @@ func (e *executor) event(ctx context.Context, kind nodesv1.NodeEventKind, in *te
 		e.log.Warn().Ctx(ctx).Err(err).Msg("publishing node event")
 	}
 }
-
-func claimUID(nc *karpv1.NodeClaim) string {
-	if nc == nil {
-		return ""
-	}
-	return string(nc.UID)
-}
