@@ -211,8 +211,8 @@ func (w *worker[T]) handle(base context.Context, msg jetstream.Msg) {
 			attribute.Int64("messaging.nats.delivery", int64(d.Attempt)),
 		))
 	defer span.End()
-	log := w.log.With().Str("subject", d.Subject).Uint64("seq", d.Sequence).
-		Uint64("attempt", d.Attempt).Str("trace_id", span.SpanContext().TraceID().String()).Logger()
+	// Lines about this message carry its span's trace_id and span_id (telemetry.TraceHook).
+	log := w.log.With().Ctx(ctx).Str("subject", d.Subject).Uint64("seq", d.Sequence).Uint64("attempt", d.Attempt).Logger()
 
 	v, err := decode[T](msg)
 	if err != nil {

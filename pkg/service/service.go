@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/telemetry"
@@ -142,8 +143,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		return nil, err
 	}
 	rt := &Runtime{Name: o.Name, Log: telemetry.NewLogger(o.Name, Version), Registry: prometheus.NewRegistry()}
-	// client-go (leader election, informers, events) logs through klog: make those JSON lines too.
-	klog.SetLogger(telemetry.Logr(rt.Log.With().Str("component", "client-go").Logger()))
+	RouteLogs(rt.Log)
 	defer func() {
 		if err != nil {
 			rt.Close(context.Background())
@@ -205,6 +205,15 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 
 // streamWait is how often Start looks again for the streams other services create.
 var streamWait = 2 * time.Second
+
+// RouteLogs sends what the libraries log to log, as the service's own JSON lines: client-go
+// (leader election, informers, events) through klog, and controller-runtime through its own
+// logger, which would otherwise drop every line and, 30 seconds after its first use, print a
+// stack trace saying "log.SetLogger(...) was never called". Start calls it first thing.
+func RouteLogs(log zerolog.Logger) {
+	klog.SetLogger(telemetry.Logr(log.With().Str("component", "client-go").Logger()))
+	crlog.SetLogger(telemetry.Logr(log.With().Str("component", "controller-runtime").Logger()))
+}
 
 // Close drains NATS, flushes events and traces and stops the admin port, in that order.
 func (rt *Runtime) Close(ctx context.Context) {

@@ -23,7 +23,9 @@ import (
 
 // NewLogger returns a JSON logger on stderr with service and version fields,
 // at the level named by LOG_LEVEL (trace, debug, info, warn, error; default
-// info). Events given a context with .Ctx(ctx) get trace_id and span_id.
+// info). Lines written with a context holding a span get its trace_id and span_id: an event
+// given one (log.Info().Ctx(ctx)) or a logger bound to one (log.With().Ctx(ctx).Logger()), as
+// the services bind theirs inside every span they log in.
 func NewLogger(service, version string) zerolog.Logger {
 	return NewLoggerTo(os.Stderr, service, version, os.Getenv("LOG_LEVEL"))
 }

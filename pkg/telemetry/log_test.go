@@ -76,14 +76,17 @@ func TestLoggerAddsTraceIDsInsideSpan(t *testing.T) {
 	withSpan.Info().Msg("via WithSpan")
 	fromCtx := Logger(log.WithContext(ctx))
 	fromCtx.Info().Msg("via Logger(ctx)")
+	bound := log.With().Ctx(ctx).Str("nodeclaim", "default-abc").Logger()
+	bound.Info().Msg("via a logger bound to ctx")
 	log.Info().Ctx(context.Background()).Msg("no span")
 
 	lines := decodeLines(t, &buf)
-	require.Len(t, lines, 4)
-	for _, l := range lines[:3] {
+	require.Len(t, lines, 5)
+	for _, l := range lines[:4] {
 		assert.Equal(t, sc.TraceID().String(), l["trace_id"], l["message"])
 		assert.Equal(t, sc.SpanID().String(), l["span_id"], l["message"])
 		assert.Equal(t, "terminator", l["service"])
 	}
-	assert.NotContains(t, lines[3], "trace_id")
+	assert.NotContains(t, lines[4], "trace_id")
+	assert.Equal(t, "default-abc", lines[3]["nodeclaim"], "a bound logger keeps its fields")
 }

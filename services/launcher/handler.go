@@ -158,7 +158,7 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 	ctx, span := otel.Tracer("launcher").Start(ctx, "launcher.launch")
 	defer span.End()
 	span.SetAttributes(attribute.String("fleetwright.nodeclaim", intent.GetNodeClaimName()), attribute.String("fleetwright.nodepool", intent.GetNodePoolName()))
-	log := l.log.With().Str("nodeclaim", intent.GetNodeClaimName()).Str("nodepool", intent.GetNodePoolName()).Uint64("attempt", d.Attempt).Logger()
+	log := l.log.With().Ctx(ctx).Str("nodeclaim", intent.GetNodeClaimName()).Str("nodepool", intent.GetNodePoolName()).Uint64("attempt", d.Attempt).Logger()
 
 	claim, err := l.claims.Get(ctx, intent.GetNodeClaimName())
 	switch {

@@ -398,6 +398,19 @@ func TestInsufficientCapacityFallsThroughAndIsRemembered(t *testing.T) {
 	assert.Equal(t, before+1, calls(), "the second claim launched in one call: the exhausted pool was not offered again")
 }
 
+// A claim no offering has capacity for fails for good: it is deleted, so its pods are scheduled
+// again, and kubectl describe says why with Karpenter's InsufficientCapacityError.
+func TestInsufficientCapacityEverywhereFailsTheClaimWithAnEvent(t *testing.T) {
+	e := start(t)
+	require.NoError(t, e.emu.SetCapacity(e.ctx, awsemu.CapacityRule{Pool: awsemu.Pool{InstanceType: "t4g.nano"}, Capacity: 0}))
+	intent := e.claim("default-noroom1", "t4g.nano")
+	e.publish(intent, intent.NodeClaimName)
+	require.Eventually(t, func() bool { return e.nodeClaim("default-noroom1") == nil }, 60*time.Second, 100*time.Millisecond,
+		"the claim nothing can launch is deleted")
+	require.Eventually(t, func() bool { return e.eventReasons("NodeClaim", "default-noroom1")["InsufficientCapacityError"] },
+		30*time.Second, 100*time.Millisecond, "an InsufficientCapacityError event on the claim")
+}
+
 // A v1alpha5 user has an AWSNodeTemplate and no EC2NodeClass: the launcher translates it and
 // launches an AL2 node (v1alpha5's default family) that registers with the pool's labels.
 func TestLaunchFromAWSNodeTemplate(t *testing.T) {

@@ -288,7 +288,7 @@ func (w *watcher) publish(ctx context.Context, batch *podsv1.PendingPodBatch, pa
 	ctx, span := otel.Tracer("pod-watcher").Start(ctx, "pod-watcher.batch")
 	defer span.End()
 	span.SetAttributes(attribute.String("fleetwright.batch_id", batch.BatchId), attribute.Int("fleetwright.pods", len(batch.Pods)))
-	log := w.rt.Log.With().Str("batch", batch.BatchId).Int("pods", len(batch.Pods)).Logger()
+	log := w.rt.Log.With().Ctx(ctx).Str("batch", batch.BatchId).Int("pods", len(batch.Pods)).Logger()
 	if parts > 1 {
 		log = log.With().Int("parts", parts).Logger()
 	}

@@ -118,7 +118,7 @@ func (s *scheduler) markConsolidatable(ctx context.Context, st *disruptionState)
 			err = s.setCondition(ctx, nc, metav1.Condition{Type: karpv1.ConditionTypeConsolidatable}, true)
 		}
 		if err != nil {
-			s.rt.Log.Warn().Err(err).Str("nodeclaim", name).Msg("updating the Consolidatable condition")
+			s.rt.Log.Warn().Ctx(ctx).Err(err).Str("nodeclaim", name).Msg("updating the Consolidatable condition")
 		}
 	}
 }
@@ -157,7 +157,7 @@ func (s *scheduler) reportBlocked(ctx context.Context, blocked []scheduling.Reje
 			continue
 		}
 		s.once("unconsolidatable/"+string(nc.UID)+"/"+b.Reason, func() {
-			s.rt.Log.Info().Str("nodeclaim", nc.Name).Str("node", b.Node).Str("why", b.Reason).Msg("not consolidating node")
+			s.rt.Log.Info().Ctx(ctx).Str("nodeclaim", nc.Name).Str("node", b.Node).Str("why", b.Reason).Msg("not consolidating node")
 			s.tell(nc, b.Node, corev1.EventTypeNormal, "Unconsolidatable", b.Reason)
 			s.announce(ctx, blockedMessage(nc, karpv1.DisruptionReasonUnderutilized, b.Reason, st.now))
 		})
@@ -241,7 +241,7 @@ func (s *scheduler) replaceDrifted(ctx context.Context, st *disruptionState) err
 		if a := st.allowance(pool, karpv1.DisruptionReasonDrifted); a.Nodes <= 0 {
 			for _, nc := range claims {
 				s.once("drift-blocked/"+string(nc.UID)+"/"+a.Why, func() {
-					s.rt.Log.Info().Str("nodeclaim", nc.Name).Str("why", a.Why).Msg("not replacing drifted node")
+					s.rt.Log.Info().Ctx(ctx).Str("nodeclaim", nc.Name).Str("why", a.Why).Msg("not replacing drifted node")
 					s.tell(nc, nc.Status.NodeName, corev1.EventTypeNormal, "DisruptionBlocked", "drifted, not replaced yet: "+a.Why)
 					s.announce(ctx, blockedMessage(nc, karpv1.DisruptionReasonDrifted, a.Why, st.now))
 				})
@@ -265,7 +265,7 @@ func (s *scheduler) replaceDrifted(ctx context.Context, st *disruptionState) err
 func (s *scheduler) replaceOneDrifted(ctx context.Context, st *disruptionState, nc *karpv1.NodeClaim) (bool, error) {
 	blockedBy := func(why string) (bool, error) {
 		s.once("drift-blocked/"+string(nc.UID)+"/"+why, func() {
-			s.rt.Log.Info().Str("nodeclaim", nc.Name).Str("why", why).Msg("not replacing drifted node")
+			s.rt.Log.Info().Ctx(ctx).Str("nodeclaim", nc.Name).Str("why", why).Msg("not replacing drifted node")
 			s.tell(nc, nc.Status.NodeName, corev1.EventTypeNormal, "DisruptionBlocked", "drifted, not replaced: "+why)
 			s.announce(ctx, blockedMessage(nc, karpv1.DisruptionReasonDrifted, why, st.now))
 		})

@@ -104,11 +104,11 @@ func (s *scheduler) decide(ctx context.Context, st *disruptionState, d decisionS
 		cond := metav1.Condition{Type: karpv1.ConditionTypeDisruptionReason, Status: metav1.ConditionTrue, Reason: string(d.reason),
 			Message: d.why, LastTransitionTime: metav1.NewTime(st.now)}
 		if err := s.setCondition(ctx, nc, cond, false); err != nil {
-			s.rt.Log.Warn().Err(err).Str("nodeclaim", nc.Name).Msg("recording the disruption reason")
+			s.rt.Log.Warn().Ctx(ctx).Err(err).Str("nodeclaim", nc.Name).Msg("recording the disruption reason")
 		}
 	}
 	s.metrics.decisions.WithLabelValues(string(d.reason), d.action).Inc()
-	log := s.rt.Log.Info().Strs("nodeclaims", names).Str("reason", string(d.reason)).Str("action", d.action).
+	log := s.rt.Log.Info().Ctx(ctx).Strs("nodeclaims", names).Str("reason", string(d.reason)).Str("action", d.action).
 		Strs("replacements", rec.Replacements).Float64("savings", d.savings).Str("why", d.why)
 	log.Msg("disrupting")
 	s.announce(ctx, decidedMessage(d.old, rec))
@@ -156,7 +156,7 @@ func (s *scheduler) launchReplacement(ctx context.Context, st *disruptionState, 
 		return err
 	}
 	s.metrics.claims.WithLabelValues(createdForDisruption, r.NodePool).Inc()
-	s.rt.Log.Info().Str("nodeclaim", nc.Name).Str("nodepool", r.NodePool).Strs("replaces", replaces).
+	s.rt.Log.Info().Ctx(ctx).Str("nodeclaim", nc.Name).Str("nodepool", r.NodePool).Strs("replaces", replaces).
 		Strs("instance-types", firstN(r.InstanceTypes, 5)).Float64("price", r.PriceUSDPerHour).Msg("created replacement nodeclaim")
 	return s.publishIntent(ctx, created{state: claimStateOf(nc)}, st.v, "disruption")
 }
@@ -189,7 +189,7 @@ func (s *scheduler) advance(ctx context.Context, st *disruptionState) (bool, err
 		}
 		var rec decision
 		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
-			s.rt.Log.Warn().Str("nodeclaim", nc.Name).Err(err).Msg("dropping a disruption decision that does not parse")
+			s.rt.Log.Warn().Ctx(ctx).Str("nodeclaim", nc.Name).Err(err).Msg("dropping a disruption decision that does not parse")
 			errs = append(errs, s.annotateClaim(ctx, nc.Name, decisionKey, ""))
 			continue
 		}
@@ -252,7 +252,7 @@ func (s *scheduler) terminate(ctx context.Context, nc *karpv1.NodeClaim, rec dec
 		if len(rec.Replacements) > 0 {
 			msg = fmt.Sprintf("%s initialized; draining: %s", strings.Join(rec.Replacements, ", "), msg)
 		}
-		s.rt.Log.Info().Str("nodeclaim", nc.Name).Str("intent", id).Msg(msg)
+		s.rt.Log.Info().Ctx(ctx).Str("nodeclaim", nc.Name).Str("intent", id).Msg(msg)
 		if rec.Nodes > 0 {
 			s.metrics.savings.Add(rec.Savings / float64(rec.Nodes)) // each old claim its share
 		}
@@ -280,12 +280,12 @@ func (s *scheduler) abandon(ctx context.Context, nc *karpv1.NodeClaim, rec decis
 	}
 	if latest, ok := s.cluster.Claim(nc.Name); ok {
 		if err := s.setCondition(ctx, latest, metav1.Condition{Type: karpv1.ConditionTypeDisruptionReason}, true); err != nil {
-			s.rt.Log.Warn().Err(err).Str("nodeclaim", nc.Name).Msg("clearing the disruption reason")
+			s.rt.Log.Warn().Ctx(ctx).Err(err).Str("nodeclaim", nc.Name).Msg("clearing the disruption reason")
 		}
 	}
 	s.metrics.abandoned.WithLabelValues(string(rec.Reason)).Inc()
 	msg := fmt.Sprintf("abandoned %s of this node: %s", strings.ToLower(string(rec.Reason)), why)
-	s.rt.Log.Warn().Str("nodeclaim", nc.Name).Strs("replacements", rec.Replacements).Msg(msg)
+	s.rt.Log.Warn().Ctx(ctx).Str("nodeclaim", nc.Name).Strs("replacements", rec.Replacements).Msg(msg)
 	s.tell(nc, nc.Status.NodeName, corev1.EventTypeWarning, "DisruptionAbandoned", msg)
 	s.announce(ctx, abandonedMessage(nc, rec, why))
 	return nil

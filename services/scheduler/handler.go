@@ -34,7 +34,7 @@ const noNodePool = "no NodePool exists, and no existing node can take it"
 func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d bus.Delivery) error {
 	ctx, span := tracer.Start(ctx, "scheduler.solve")
 	defer span.End()
-	log := s.rt.Log.With().Str("batch", batch.GetBatchId()).Logger()
+	log := s.rt.Log.With().Ctx(ctx).Str("batch", batch.GetBatchId()).Logger()
 	if d.Attempt > 1 {
 		log = log.With().Uint64("attempt", d.Attempt).Logger()
 	}
@@ -144,7 +144,7 @@ func (s *scheduler) provisionable(ctx context.Context, batch *podsv1.PendingPodB
 		clock.Sleep(ctx, 50*time.Millisecond)
 	}
 	if ended > 0 {
-		s.rt.Log.Info().Str("batch", batch.GetBatchId()).Msgf("scheduling %d pod(s) again: their nomination ended (see their FailedScheduling events)", ended)
+		s.rt.Log.Info().Ctx(ctx).Str("batch", batch.GetBatchId()).Msgf("scheduling %d pod(s) again: their nomination ended (see their FailedScheduling events)", ended)
 	}
 	// The pods are solved as pod-watcher projected them: the cache only said which still need room.
 	var out []scheduling.Pod

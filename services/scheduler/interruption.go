@@ -49,7 +49,7 @@ func (s *scheduler) onInterruption(ctx context.Context, ev *interruptionv1.Inter
 	defer span.End()
 	span.SetAttributes(attribute.String("fleetwright.nodeclaim", nc.Name), attribute.String("fleetwright.instance_id", ev.GetInstanceId()),
 		attribute.String("fleetwright.event_id", ev.GetEventId()))
-	log := s.rt.Log.With().Str("nodeclaim", nc.Name).Str("instance", ev.GetInstanceId()).Str("event", ev.GetEventId()).Logger()
+	log := s.rt.Log.With().Ctx(ctx).Str("nodeclaim", nc.Name).Str("instance", ev.GetInstanceId()).Str("event", ev.GetEventId()).Logger()
 	if ev.GetKind() == commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION {
 		s.interruptedOffering(ctx, nc, ev, log)
 	}

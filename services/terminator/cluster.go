@@ -80,6 +80,9 @@ func writers(cs kubernetes.Interface, dyn dynamic.Interface) (writer[*corev1.Nod
 			del: func(ctx context.Context, name string, o metav1.DeleteOptions) error {
 				return claims.Delete(ctx, name, o)
 			},
+			updateStatus: func(ctx context.Context, u *unstructured.Unstructured, o metav1.UpdateOptions) (*unstructured.Unstructured, error) {
+				return claims.UpdateStatus(ctx, u, o)
+			},
 		}
 }
 

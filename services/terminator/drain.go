@@ -23,6 +23,15 @@ type drainStats struct {
 	Waiting int   // pods still to go when a delivery's budget ran out
 }
 
+// drainRound is what one round of a drain found.
+type drainRound struct {
+	Round    int      // 1 for the first round of a delivery
+	Pods     []string // the pods still to go (namespace/name), while there are any
+	PodsGone bool     // no pod holds the node any more
+	Forced   bool     // the termination deadline passed: volumes are no longer waited for
+	Volumes  []string // once the pods are gone, the VolumeAttachments still naming the node
+}
+
 // Eviction retry pacing: a refused eviction (429, or any other error: a 500 for a pod under
 // two budgets, a webhook's denial) is tried again after minBackoff, doubling up to maxBackoff
 // while it keeps being refused.
@@ -36,13 +45,14 @@ const (
 // (true), or until budget passes (false). After deadline (if set) remaining pods are deleted
 // without eviction and attachments are no longer waited for. A pod past its deletionTimestamp
 // (its grace period is over: the kubelet that should have removed it is gone) no longer
-// holds the drain, as with Karpenter. beat, if set, is called on every round.
-func (e *executor) drain(ctx context.Context, node string, deadline, budget time.Time, st *drainStats, log zerolog.Logger, beat func()) (bool, error) {
+// holds the drain, as with Karpenter. observe, if set, is told what every round found.
+func (e *executor) drain(ctx context.Context, node string, deadline, budget time.Time, st *drainStats, log zerolog.Logger, observe func(drainRound)) (bool, error) {
+	log = log.With().Ctx(ctx).Logger() // its lines carry the drain's span
 	backoff := minBackoff
-	for {
-		if beat != nil {
-			beat()
-		}
+	if observe == nil {
+		observe = func(drainRound) {}
+	}
+	for round := 1; ; round++ {
 		pods, err := e.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 		if err != nil {
 			return false, fmt.Errorf("listing pods on %s: %w", node, err)
@@ -52,11 +62,16 @@ func (e *executor) drain(ctx context.Context, node string, deadline, budget time
 		left := evictable(pods.Items, now)
 		if len(left) == 0 {
 			if force {
+				observe(drainRound{Round: round, PodsGone: true, Forced: true})
 				return true, nil
 			}
 			vas, err := e.attachments(ctx, node)
-			if err != nil || len(vas) == 0 {
-				return err == nil, err
+			if err != nil {
+				return false, err
+			}
+			observe(drainRound{Round: round, PodsGone: true, Volumes: vas})
+			if len(vas) == 0 {
+				return true, nil
 			}
 			if now.After(budget) {
 				log.Info().Str("node", node).Strs("volume_attachments", vas).Msg("node drained; waiting for its volumes to detach")
@@ -68,6 +83,11 @@ func (e *executor) drain(ctx context.Context, node string, deadline, budget time
 			}
 			continue
 		}
+		names := make([]string, len(left))
+		for i := range left {
+			names[i] = left[i].Namespace + "/" + left[i].Name
+		}
+		observe(drainRound{Round: round, Pods: names})
 		refused := false
 		for i := range left {
 			p := &left[i]
@@ -157,6 +177,7 @@ func (e *executor) evict(ctx context.Context, node string, p *corev1.Pod, st *dr
 	case err == nil:
 		st.Evicted++
 		e.metrics.evictions.WithLabelValues("evicted").Inc()
+		tellObject(e.events, p, corev1.EventTypeNormal, reasonEvicted, "Evicted pod to drain node "+node)
 		log.Info().Str("pod", p.Namespace+"/"+p.Name).Msg("evicted pod")
 		return false
 	case apierrors.IsTooManyRequests(err):
@@ -198,5 +219,7 @@ func (e *executor) forceDelete(ctx context.Context, p *corev1.Pod, log zerolog.L
 		return
 	}
 	e.metrics.evictions.WithLabelValues("forced").Inc()
+	tellObject(e.events, p, corev1.EventTypeNormal, reasonDisrupted, "Deleted pod: the termination grace period of node "+p.Spec.NodeName+
+		" is over (this bypasses the pod's PodDisruptionBudget and karpenter.sh/do-not-disrupt)")
 	log.Info().Str("pod", p.Namespace+"/"+p.Name).Msg("deleted pod: termination grace period is over")
 }

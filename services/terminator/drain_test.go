@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -17,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/fleetwright/fleetwright/pkg/telemetry"
 )
 
 // drainer is an executor that only drains, against the test's API server; its pauses between
@@ -166,4 +172,35 @@ func TestDrainBacksOffOnEvictionErrors(t *testing.T) {
 	assert.GreaterOrEqual(t, st.Retries, int32(5), "the refusals are counted as retries")
 	assert.GreaterOrEqual(t, testutil.ToFloat64(d.metrics.evictions.WithLabelValues("error")), 5.0)
 	assert.EqualValues(t, 1, st.Evicted)
+}
+
+// What a drain logs carries the trace_id and span_id of the span it runs in, so a line such as
+// "evicted pod" leads to the intent's trace.
+func TestDrainLogLinesCarryTheSpan(t *testing.T) {
+	e := newEnv(t, 205)
+	node := e.ns + "-node"
+	e.pod("app", node, nil)
+	tp := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	ctx, span := tp.Tracer("test").Start(e.ctx, "terminator.drain")
+	defer span.End()
+
+	var out bytes.Buffer
+	d := e.drainer()
+	log := telemetry.NewLoggerTo(&out, "terminator", "dev", "info")
+	var st drainStats
+	done, err := d.drain(ctx, node, time.Time{}, time.Now().Add(10*time.Second), &st, log, nil)
+	require.NoError(t, err)
+	require.True(t, done)
+	var evicted map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &m), l)
+		if m["message"] == "evicted pod" {
+			evicted = m
+		}
+	}
+	require.NotNil(t, evicted, "the drain logged the eviction: %s", out.String())
+	assert.Equal(t, span.SpanContext().TraceID().String(), evicted["trace_id"])
+	assert.Equal(t, span.SpanContext().SpanID().String(), evicted["span_id"])
 }

@@ -149,17 +149,13 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 		deadline, started := e.deadline(claim, in)
 		dctx, span := tracer.Start(ctx, "terminator.drain", trace.WithAttributes(attribute.String("fleetwright.node", node.Name),
 			attribute.String("fleetwright.reason", reasonName(in.GetReason()))))
-		done, err := e.drain(dctx, node.Name, deadline, budget, &res.drainStats, log, beat)
+		done, err := e.drain(dctx, node.Name, deadline, budget, &res.drainStats, log, e.watchDrain(dctx, claim, node.Name, log, beat))
 		span.SetAttributes(attribute.Bool("fleetwright.drained", done))
 		endSpan(span, err)
 		if err != nil {
 			return res, err
 		}
 		if !done {
-			if res.Waiting > 0 { // else only volumes are still detaching
-				tell(e.events, node.Name, in.GetNodeClaimName(), claimUID(claim), corev1.EventTypeWarning, reasonFailedDraining,
-					fmt.Sprintf("Failed to drain node, %d pods are waiting to be evicted", res.Waiting))
-			}
 			return res, errStillDraining
 		}
 		res.Drain = e.now().Sub(started)
@@ -177,6 +173,11 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 		return res, err
 	}
 	log.Info().Str("instance", res.Instance).Msg("terminated instance")
+	if claim != nil && res.Instance != "" {
+		if err := e.setConditions(ctx, claim.Name, condTrue(karpv1.ConditionTypeInstanceTerminating, "Terminating instance "+res.Instance)); err != nil {
+			log.Warn().Err(err).Msg("recording the instance's termination")
+		}
+	}
 	if node != nil {
 		if err := e.k.nodes.release(ctx, node.Name); err != nil {
 			return res, err
@@ -192,6 +193,62 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	}
 	res.Outcome = terminationv1.TerminationOutcome_TERMINATION_OUTCOME_TERMINATED
 	return res, nil
+}
+
+// watchDrain returns what a drain tells of each round: it records progress (beat) and, as the
+// drain moves on, says so on the deleting NodeClaim (Drained False while pods are still to go,
+// then True; VolumesDetached False while VolumeAttachments still name the node, then True) and
+// on the Node and NodeClaim (FailedDraining with the pods still waiting once their evictions
+// were asked; AwaitingVolumeDetachment). Each is written when what it says changes.
+func (e *executor) watchDrain(ctx context.Context, claim *karpv1.NodeClaim, node string, log zerolog.Logger, beat func()) func(drainRound) {
+	var name, uid, said string
+	if claim != nil {
+		name, uid = claim.Name, string(claim.UID)
+	}
+	return func(r drainRound) {
+		beat()
+		var conds []metav1.Condition
+		var state string
+		switch {
+		case !r.PodsGone:
+			msg := fmt.Sprintf("%d pods are waiting to be evicted: %s", len(r.Pods), listed(r.Pods))
+			state = "pods " + msg
+			if state == said {
+				return
+			}
+			conds = append(conds, condFalse(karpv1.ConditionTypeDrained, condReasonDraining, msg))
+			if r.Round > 1 { // the first round only asked for the evictions
+				tell(e.events, node, name, uid, corev1.EventTypeWarning, reasonFailedDraining, "Failed to drain node, "+msg)
+			} else {
+				state = "" // say it again, with the event, if the next round finds the same pods
+			}
+		case r.Forced:
+			state = "forced"
+			conds = append(conds, condTrue(karpv1.ConditionTypeDrained, "Pods deleted at the termination grace period's end"))
+		case len(r.Volumes) > 0:
+			msg := fmt.Sprintf("Awaiting deletion of %d VolumeAttachments bound to node: %s", len(r.Volumes), listed(r.Volumes))
+			state = "volumes " + msg
+			if state == said {
+				return
+			}
+			conds = append(conds, condTrue(karpv1.ConditionTypeDrained, ""),
+				condFalse(karpv1.ConditionTypeVolumesDetached, condReasonAwaitingVolumes, msg))
+			tell(e.events, node, "", "", corev1.EventTypeWarning, reasonAwaitingVolumes, msg)
+		default:
+			state = "done"
+			conds = append(conds, condTrue(karpv1.ConditionTypeDrained, ""), condTrue(karpv1.ConditionTypeVolumesDetached, ""))
+		}
+		if state == said && state != "" {
+			return
+		}
+		said = state
+		if claim == nil {
+			return
+		}
+		if err := e.setConditions(ctx, name, conds...); err != nil {
+			log.Warn().Err(err).Msg("recording the drain on the nodeclaim")
+		}
+	}
 }
 
 func (e *executor) claim(ctx context.Context, name string) (*karpv1.NodeClaim, error) {
@@ -434,13 +491,6 @@ func (e *executor) event(ctx context.Context, kind nodesv1.NodeEventKind, in *te
 	ev := &nodesv1.NodeEvent{Kind: kind, NodeName: node.Name, NodeClaimName: in.GetNodeClaimName(), ProviderId: node.Spec.ProviderID,
 		InstanceId: ec2v1.InstanceID(node.Spec.ProviderID), NodePoolName: in.GetNodePoolName(), EventTime: timestamppb.New(e.now()), Labels: node.Labels}
 	if err := e.bus.Publish(ctx, e.prefix.Of(subject.NodesEvents), ev, ""); err != nil {
-		e.log.Warn().Err(err).Msg("publishing node event")
+		e.log.Warn().Ctx(ctx).Err(err).Msg("publishing node event")
 	}
-}
-
-func claimUID(nc *karpv1.NodeClaim) string {
-	if nc == nil {
-		return ""
-	}
-	return string(nc.UID)
 }

@@ -44,6 +44,8 @@ type writer[T metav1.Object] struct {
 	get    func(context.Context, string, metav1.GetOptions) (T, error)
 	update func(context.Context, T, metav1.UpdateOptions) (T, error)
 	del    func(context.Context, string, metav1.DeleteOptions) error
+	// updateStatus writes the status subresource (NodeClaims' conditions); nil for Nodes.
+	updateStatus func(context.Context, T, metav1.UpdateOptions) (T, error)
 }
 
 // modify reads the object afresh and, if change says it changed it, writes it back. The update

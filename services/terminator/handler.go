@@ -30,7 +30,7 @@ func (e *executor) handle(ctx context.Context, in *terminationv1.TerminationInte
 	if dl, ok := ctx.Deadline(); ok {
 		budget = dl.Add(-budgetMargin)
 	}
-	log := e.log.With().Str("intent", in.GetIntentId()).Str("nodeclaim", in.GetNodeClaimName()).
+	log := e.log.With().Ctx(ctx).Str("intent", in.GetIntentId()).Str("nodeclaim", in.GetNodeClaimName()).
 		Str("nodepool", in.GetNodePoolName()).Str("reason", reasonName(in.GetReason())).Uint64("attempt", d.Attempt).Logger()
 	res, err := e.execute(ctx, in, budget, log)
 	if errors.Is(err, errSuperseded) {

@@ -289,10 +289,10 @@ func (p *poller) run(ctx context.Context) error {
 // publish fails the message stays, and comes back after its visibility timeout.
 func (p *poller) handle(ctx context.Context, m sqstypes.Message) {
 	received := p.now()
-	log := p.log.With().Str("sqs_message", aws.ToString(m.MessageId)).Logger()
 	// The trace of an interruption starts here and follows its intent through the drain.
 	ctx, span := tracer.Start(ctx, "terminator.interruption", trace.WithAttributes(attribute.String("fleetwright.sqs_message_id", aws.ToString(m.MessageId))))
 	defer span.End()
+	log := p.log.With().Ctx(ctx).Str("sqs_message", aws.ToString(m.MessageId)).Logger()
 	n, err := parseNotice(aws.ToString(m.Body))
 	span.SetAttributes(attribute.String("fleetwright.interruption_kind", kindName(n.Kind)), attribute.StringSlice("fleetwright.instance_ids", n.InstanceIDs))
 	switch {
@@ -333,7 +333,7 @@ func (p *poller) publish(ctx context.Context, n notice, messageID string, receiv
 // JetStream drops a repeat); every other event is only recorded.
 func (p *poller) handleEvent(ctx context.Context, ev *interruptionv1.InterruptionEvent, _ bus.Delivery) error {
 	c, known := p.claims(ev.GetInstanceId())
-	l := p.log.With().Str("kind", kindName(ev.GetKind())).Str("instance", ev.GetInstanceId()).Str("event", ev.GetEventId()).Logger()
+	l := p.log.With().Ctx(ctx).Str("kind", kindName(ev.GetKind())).Str("instance", ev.GetInstanceId()).Str("event", ev.GetEventId()).Logger()
 	switch {
 	case !known:
 		l.Info().Msg("interruption for an instance that is not one of our nodes; recorded")

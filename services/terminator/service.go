@@ -171,34 +171,37 @@ func (d *decider) pass(ctx context.Context) error {
 				tell(d.events, c.NodeName, c.Name, c.UID, corev1.EventTypeNormal, reasonDisruptionBlocked, a.Why)
 			}
 		case terminate:
-			if err := d.publishDecision(ctx, a.Intent); err != nil {
+			if err := d.publishDecision(ctx, a, log); err != nil {
 				return err
 			}
 			if _, ok := d.pending[c.UID]; !ok {
 				d.pending[c.UID] = pendingIntent{Pool: c.Pool, At: now,
 					Empty: a.Intent.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_EMPTY}
 			}
-			d.logDecision(a, log)
 		}
 	}
 	for _, in := range d.k.deleting(now, d.resumeAfter) {
-		if err := d.publishDecision(ctx, in); err != nil {
+		if err := d.publishDecision(ctx, action{Intent: in, Why: in.GetWhy()},
+			d.log.With().Str("nodeclaim", in.GetNodeClaimName()).Str("node", in.GetNodeName()).Logger()); err != nil {
 			return err
 		}
-		d.logDecision(action{Intent: in, Why: in.GetWhy()}, d.log.With().Str("nodeclaim", in.GetNodeClaimName()).Str("node", in.GetNodeName()).Logger())
 	}
 	return nil
 }
 
 // publishDecision publishes a termination intent in a span of its own, so the trace of an
 // emptiness, expiry or deletion decision runs from here through the drain; its attributes say
-// why.
-func (d *decider) publishDecision(ctx context.Context, in *terminationv1.TerminationIntent) error {
+// why. The decision is logged in the span (see logDecision).
+func (d *decider) publishDecision(ctx context.Context, a action, log zerolog.Logger) error {
+	in := a.Intent
 	ctx, span := tracer.Start(ctx, "terminator.decide", trace.WithAttributes(
 		attribute.String("fleetwright.reason", reasonName(in.GetReason())), attribute.String("fleetwright.nodeclaim", in.GetNodeClaimName()),
 		attribute.String("fleetwright.node", in.GetNodeName()), attribute.String("fleetwright.nodepool", in.GetNodePoolName()),
 		attribute.String("fleetwright.why", in.GetWhy())))
 	err := d.bus.Publish(ctx, intentSubject(d.prefix, in), in, in.GetIntentId())
+	if err == nil {
+		d.logDecision(a, log.With().Ctx(ctx).Logger())
+	}
 	endSpan(span, err)
 	if err != nil {
 		return fmt.Errorf("publishing termination intent: %w", err)

@@ -135,6 +135,15 @@ const (
 	ConditionTypeConsistentStateFound = "ConsistentStateFound"
 )
 
+// The conditions that follow a deleting NodeClaim's termination, as Karpenter v1 sets them:
+// Drained and VolumesDetached are False with a reason while the node drains or its volumes
+// detach and True once done; InstanceTerminating (above) is True once the instance is being
+// terminated.
+const (
+	ConditionTypeDrained         = "Drained"
+	ConditionTypeVolumesDetached = "VolumesDetached"
+)
+
 // Condition returns the NodeClaim's condition of the type, or nil.
 func (in *NodeClaim) Condition(conditionType string) *metav1.Condition {
 	return meta.FindStatusCondition(in.Status.Conditions, conditionType)
