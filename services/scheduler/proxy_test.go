@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -65,6 +67,13 @@ func newAPIProxy(e *env) *apiProxy {
 	rp.Transport = rt
 	rp.FlushInterval = -1 // watches stream
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		// Read the body first: only then does the server notice a client that hangs up, which
+		// ends the request's context (a held request whose client gave up goes nowhere).
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
 		p.mu.Lock()
 		rules := append([]*rule(nil), p.rules...)
 		p.mu.Unlock()
