@@ -58,6 +58,10 @@ func (h *leaseHold) stopped() {
 // until reports until when work of ctx's term may write, and why not if it may not now.
 func (h *leaseHold) until(ctx context.Context) (time.Time, string) {
 	term, _ := ctx.Value(termKey{}).(uint64)
+	return h.untilTerm(term)
+}
+
+func (h *leaseHold) untilTerm(term uint64) (time.Time, string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	until := h.renewed.Add(h.validFor)
@@ -107,19 +111,43 @@ func (l *heldLock) wrote(r resourcelock.LeaderElectionRecord, sent time.Time, er
 	}
 }
 
+// guard returns a context for one write of the term that ends, with cause errFenced, once the
+// hold goes stale (renewals while the write is under way keep it going).
+func (h *leaseHold) guard(ctx context.Context, term uint64, until time.Time) (context.Context, context.CancelFunc) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		for {
+			t := time.NewTimer(until.Sub(h.now()))
+			select {
+			case <-wctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			var why string
+			if until, why = h.untilTerm(term); why != "" {
+				cancel(errFenced)
+				return
+			}
+		}
+	}()
+	return wctx, func() { cancel(context.Canceled) }
+}
+
 // fence is called before every write that creates or changes cluster state (a NodeClaim, a pod's
 // nomination, a LaunchIntent, a TerminationIntent, an offering marked unavailable, a disruption
 // record). If this replica's hold on the Lease is fresh it returns a context that ends when the
-// hold does, so a write that cannot be sent in time is abandoned rather than landing after a new
-// leader took over; the caller calls done when the write is over. Otherwise it logs, counts the
-// write in fleetwright_scheduler_fenced_writes_total and returns errFenced.
+// hold goes stale, so a write that cannot be made in time is abandoned rather than landing after
+// a new leader took over; the caller calls done when the write is over. Otherwise it logs, counts
+// the write in fleetwright_scheduler_fenced_writes_total and returns errFenced.
 func (s *scheduler) fence(ctx context.Context, write string) (context.Context, context.CancelFunc, error) {
 	until, why := s.lease.until(ctx)
 	if why != "" {
 		return ctx, func() {}, s.fenced(write, why)
 	}
-	wctx, cancel := context.WithDeadlineCause(ctx, until, errFenced)
-	return wctx, cancel, nil
+	term, _ := ctx.Value(termKey{}).(uint64)
+	wctx, done := s.lease.guard(ctx, term, until)
+	return wctx, done, nil
 }
 
 func (s *scheduler) fenced(write, why string) error {
