@@ -6,12 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
+	"github.com/fleetwright/fleetwright/pkg/subject"
 )
 
 // Issue 13, item 7: a batch whose first delivery created its NodeClaim and then failed (here
@@ -58,8 +60,9 @@ func TestRedeliveredBatchMakesNoSecondSetOfClaims(t *testing.T) {
 }
 
 // Issue 13, item 7: a batch that takes longer than AckWait to handle (its nominations are held
-// up for twice the consumer's 5 s AckWait) is kept in progress all along: it is delivered once
-// and makes one set of claims.
+// up for twice the consumer's 5 s AckWait) is kept in progress all along: another pull on the
+// scheduler's consumer meanwhile (as a new leader's would be) gets nothing, and the batch is
+// delivered once and makes one set of claims.
 func TestBatchOutlivingAckWaitIsHandledOnce(t *testing.T) {
 	e := newEnv(t, "sched-slow")
 	e.apply("deploy/examples/v1/default.yaml")
@@ -70,7 +73,16 @@ func TestBatchOutlivingAckWaitIsHandledOnce(t *testing.T) {
 	hold := proxy.add(0, podPatches(e.ns))
 	e.publishBatch("batch-slow", pods)
 	require.Eventually(t, func() bool { return hold.hits.Load() > 0 }, time.Minute, 20*time.Millisecond, "the handler is nominating")
-	time.Sleep(10 * time.Second) // twice AckWait: without heartbeats the server would redeliver meanwhile
+	stream, err := e.conn.JetStream().StreamNameBySubject(e.ctx, e.conn.Prefix().Of(subject.PodsPending))
+	require.NoError(t, err)
+	cons, err := e.conn.JetStream().Consumer(e.ctx, stream, durable)
+	require.NoError(t, err)
+	other, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second)) // twice AckWait
+	require.NoError(t, err)
+	for msg := range other.Messages() {
+		_ = msg.Nak()
+		t.Errorf("the batch was handed out again while the scheduler was handling it")
+	}
 	hold.off()
 
 	e.batchesDone(1)
