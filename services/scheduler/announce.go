@@ -25,7 +25,12 @@ import (
 // a retried pass or a new leader is dropped). A failure is logged: the decision stands without
 // its audit record.
 func (s *scheduler) announce(ctx context.Context, m *terminationv1.DisruptionDecision) {
-	if err := s.rt.Bus.Publish(ctx, s.rt.Bus.Prefix().Of(subject.TerminationsDecisions), m, m.DecisionId); err != nil {
+	wctx, done, err := s.fence(ctx, "disruption_decision")
+	if err != nil {
+		return
+	}
+	defer done()
+	if err := s.rt.Bus.Publish(wctx, s.rt.Bus.Prefix().Of(subject.TerminationsDecisions), m, m.DecisionId); err != nil {
 		s.rt.Log.Warn().Err(err).Str("decision", m.DecisionId).Str("kind", m.Kind.String()).Strs("nodeclaims", m.NodeClaimNames).
 			Msg("publishing the disruption decision")
 	}

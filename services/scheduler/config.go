@@ -25,6 +25,9 @@ type config struct {
 	UnavailableReplay time.Duration
 	MaxInstanceTypes  int
 	CacheWait         time.Duration
+	// BatchTimeout bounds the handling of one batch (its handler's deadline). The batch is kept
+	// in progress meanwhile (pkg/bus heartbeats), however long past AckWait that is.
+	BatchTimeout time.Duration
 	// Nomination bounds how long a pod nominated to a NodeClaim holds the room planned for it;
 	// NominationCheck is how often the leader ends nominations ready nodes cannot honour.
 	Nomination      podproj.NominationRule
@@ -57,6 +60,8 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.UnavailableReplay, "unavailable-replay", service.EnvDuration("UNAVAILABLE_REPLAY", 5*time.Minute), "how far back unavailable offerings are replayed on start (env UNAVAILABLE_REPLAY)")
 	fs.IntVar(&c.MaxInstanceTypes, "max-instance-types", service.EnvInt("MAX_INSTANCE_TYPES", 60), "instance types offered per NodeClaim, cheapest first (env MAX_INSTANCE_TYPES)")
 	fs.DurationVar(&c.CacheWait, "cache-wait", service.EnvDuration("CACHE_WAIT", 2*time.Second), "how long a batch waits for the pod cache to show its pods pending (env CACHE_WAIT)")
+	fs.DurationVar(&c.BatchTimeout, "batch-timeout", service.EnvDuration("BATCH_TIMEOUT", 10*time.Minute),
+		"how long the handling of one pending-pod batch may take before it is given up and retried; a batch of thousands of pods takes minutes at the client's QPS (env BATCH_TIMEOUT)")
 	c.Nomination.RegisterFlags(fs, service.EnvDuration)
 	fs.DurationVar(&c.NominationCheck, "nomination-check", service.EnvDuration("NOMINATION_CHECK_INTERVAL", 2*time.Second),
 		"how often the leader ends the nominations of pods a ready node has no room left for (env NOMINATION_CHECK_INTERVAL)")
@@ -81,8 +86,8 @@ func parseConfig(args []string) (config, error) {
 	if c.LeaseDuration <= c.RenewDeadline || c.RenewDeadline <= c.RetryPeriod || c.RetryPeriod <= 0 {
 		errs = append(errs, errors.New("need --lease-duration > --renew-deadline > --retry-period > 0"))
 	}
-	if c.Reconcile <= 0 || c.NominationCheck <= 0 {
-		errs = append(errs, errors.New("--reconcile-interval and --nomination-check must be positive"))
+	if c.Reconcile <= 0 || c.NominationCheck <= 0 || c.BatchTimeout <= 0 {
+		errs = append(errs, errors.New("--reconcile-interval, --nomination-check and --batch-timeout must be positive"))
 	}
 	if err := c.Nomination.Validate(); err != nil {
 		errs = append(errs, err)

@@ -244,7 +244,12 @@ func (s *scheduler) terminate(ctx context.Context, nc *karpv1.NodeClaim, rec dec
 	ctx, span := tracer.Start(ctx, "scheduler.disruption.terminate")
 	defer span.End()
 	span.SetAttributes(attribute.String("fleetwright.nodeclaim", nc.Name), attribute.String("fleetwright.intent", id))
-	if err := s.rt.Bus.Publish(ctx, s.rt.Bus.Prefix().Of(subject.TerminationsIntents), in, id); err != nil {
+	wctx, done, err := s.fence(ctx, "termination_intent")
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := s.rt.Bus.Publish(wctx, s.rt.Bus.Prefix().Of(subject.TerminationsIntents), in, id); err != nil {
 		return fmt.Errorf("publishing termination intent for %s: %w", nc.Name, err)
 	}
 	s.once("terminate/"+id, func() {
@@ -268,7 +273,13 @@ func (s *scheduler) terminate(ctx context.Context, nc *karpv1.NodeClaim, rec dec
 func (s *scheduler) abandon(ctx context.Context, nc *karpv1.NodeClaim, rec decision, why string) error {
 	var errs []error
 	for _, name := range rec.Replacements {
-		if err := s.claims.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		wctx, done, err := s.fence(ctx, "nodeclaim_delete")
+		if err != nil {
+			return err
+		}
+		err = s.claims.Delete(wctx, name, metav1.DeleteOptions{})
+		done()
+		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("deleting replacement %s: %w", name, err))
 		}
 	}
@@ -301,7 +312,12 @@ func (s *scheduler) annotateClaim(ctx context.Context, name, key, value string) 
 	if err != nil {
 		return err
 	}
-	_, err = s.claims.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
+	wctx, done, err := s.fence(ctx, "nodeclaim_annotation")
+	if err != nil {
+		return err
+	}
+	defer done()
+	_, err = s.claims.Patch(wctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -326,7 +342,12 @@ func (s *scheduler) setCondition(ctx context.Context, nc *karpv1.NodeClaim, c me
 	if err != nil {
 		return err
 	}
-	_, err = s.claims.UpdateStatus(ctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+	wctx, done, err := s.fence(ctx, "nodeclaim_condition")
+	if err != nil {
+		return err
+	}
+	defer done()
+	_, err = s.claims.UpdateStatus(wctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return nil
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -76,14 +77,17 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 
 	claims, err := s.createClaims(ctx, plan, v, kube, batch.GetBatchId(), log)
 	if err != nil {
-		s.fail(span, "error", err)
+		s.fail(span, failure(err), err)
 		return err
 	}
-	s.nominateExisting(ctx, plan.Placements, v, kube, log)
+	if err := s.nominateExisting(ctx, plan.Placements, v, kube, log); err != nil {
+		s.fail(span, failure(err), err)
+		return err
+	}
 	s.reportUnschedulable(plan.Unschedulable, v, kube, log)
 	for _, c := range claims {
 		if err := s.publishIntent(ctx, c, v, "batch"); err != nil {
-			s.fail(span, "error", err)
+			s.fail(span, failure(err), err)
 			return err
 		}
 	}
@@ -98,6 +102,15 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 		attribute.StringSlice("fleetwright.pools", poolsOf(plan)), attribute.StringSlice("fleetwright.instance_types", chosenTypes(plan)),
 		attribute.Int("fleetwright.unschedulable", len(plan.Unschedulable)))
 	return nil
+}
+
+// failure is a failed batch's outcome: fenced when this replica stopped because it no longer
+// leads (the batch is handed back, for the leader to handle), else error.
+func failure(err error) string {
+	if errors.Is(err, errFenced) {
+		return "fenced"
+	}
+	return "error"
 }
 
 func (s *scheduler) fail(span trace.Span, outcome string, err error) {
@@ -247,8 +260,8 @@ func (s *scheduler) liveNominations(claim string) []*corev1.Pod {
 // nominateExisting tells pods the core placed on existing capacity where they go. A pod placed
 // on a NodeClaim, in flight or registered, is nominated to it, so its room is held for it until
 // kube-scheduler binds it or the nomination ends; one placed on a node Fleetwright does not
-// manage is only told.
-func (s *scheduler) nominateExisting(ctx context.Context, placements []scheduling.Placement, v view, kube map[string]*corev1.Pod, log zerolog.Logger) {
+// manage is only told. It stops when this replica no longer leads (errFenced).
+func (s *scheduler) nominateExisting(ctx context.Context, placements []scheduling.Placement, v view, kube map[string]*corev1.Pod, log zerolog.Logger) error {
 	claimOf := map[string]string{} // core target (claim name, or node name once registered) → claim
 	for _, c := range v.claims {
 		claimOf[c.Name] = c.Name
@@ -266,10 +279,13 @@ func (s *scheduler) nominateExisting(ctx context.Context, placements []schedulin
 			nominated(s.recorder, pod, "node", p.Node)
 			continue
 		}
-		if err := s.nominate(ctx, pod, claim); err != nil {
+		if err := s.nominate(ctx, pod, claim); errors.Is(err, errFenced) {
+			return err
+		} else if err != nil {
 			log.Warn().Err(err).Str("pod", pod.Namespace+"/"+pod.Name).Msg("nominating pod to existing nodeclaim")
 		}
 	}
+	return nil
 }
 
 // reportUnschedulable records a FailedScheduling event on each pod no pool can take.

@@ -110,6 +110,15 @@ func newEnv(t *testing.T, ns string) *env {
 // called), its log captured with every other replica's. The first replica started also
 // cleans up the cluster-scoped objects when the test ends.
 func (e *env) start(identity string, extra ...string) (stop func()) {
+	return e.run(identity, true, extra...)
+}
+
+// standby runs a scheduler replica that another leads: it does not wait for it to lead.
+func (e *env) standby(identity string, extra ...string) (stop func()) {
+	return e.run(identity, false, extra...)
+}
+
+func (e *env) run(identity string, leads bool, extra ...string) (stop func()) {
 	first := e.logs == nil
 	if first {
 		e.logs = captureStderr(e.t)
@@ -122,8 +131,10 @@ func (e *env) start(identity string, extra ...string) (stop func()) {
 	go func() { done <- run(sctx, args) }()
 	// Leading, the replica first offers the pods already waiting (its takeover); a test that
 	// makes pods after start means them for its batches, so it starts once that is done.
-	require.Eventually(e.t, func() bool { return strings.Contains(e.logs.String(), `"batch":"takeover-`+identity+`-`) },
-		time.Minute, 50*time.Millisecond, "scheduler %s leads and has offered the pods already waiting", identity)
+	if leads {
+		require.Eventually(e.t, func() bool { return strings.Contains(e.logs.String(), `"batch":"takeover-`+identity+`-`) },
+			time.Minute, 50*time.Millisecond, "scheduler %s leads and has offered the pods already waiting", identity)
+	}
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {

@@ -108,7 +108,12 @@ func (s *scheduler) interruptedOffering(ctx context.Context, nc *karpv1.NodeClai
 		ExpireTime: timestamppb.New(now.Add(interruptedTTL)), NodeClaimName: nc.Name}
 	s.unavailable.Add(msg) // at once for this plan; the launchers learn it from the bus
 	id := "interrupted/" + ev.GetEventId() + "/" + ev.GetInstanceId()
-	if err := s.rt.Bus.Publish(ctx, s.rt.Bus.Prefix().Of(subject.OfferingsUnavailable), msg, id); err != nil {
+	wctx, done, err := s.fence(ctx, "offering_unavailable")
+	if err != nil {
+		return
+	}
+	defer done()
+	if err := s.rt.Bus.Publish(wctx, s.rt.Bus.Prefix().Of(subject.OfferingsUnavailable), msg, id); err != nil {
 		log.Warn().Err(err).Msg("publishing the interrupted offering as unavailable")
 		return
 	}

@@ -19,11 +19,13 @@ const leaseName = "fleetwright-scheduler"
 // until ctx ends. A standby stays ready but idle. work gets a context that ends when the
 // lease is lost; lead waits for it to return before campaigning again.
 func (s *scheduler) lead(ctx context.Context, work func(ctx context.Context)) error {
-	lock := &resourcelock.LeaseLock{
+	// The lock notes each renewal this replica makes, so its writes are fenced by the hold
+	// (fence.go), not only by the elector's callbacks.
+	lock := s.lease.lock(&resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Name: leaseName, Namespace: s.cfg.Namespace},
 		Client:     s.rt.Kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: s.cfg.Identity},
-	}
+	})
 	for ctx.Err() == nil {
 		// Work that returns while the lease is held (its consumer stopped) gives the lease up,
 		// so this replica campaigns again and another can take over, rather than holding it idle.
@@ -43,9 +45,10 @@ func (s *scheduler) lead(ctx context.Context, work func(ctx context.Context)) er
 					working.Add(1)
 					defer working.Done()
 					defer release()
-					work(lctx)
+					work(s.lease.started(lctx))
 				},
 				OnStoppedLeading: func() {
+					s.lease.stopped()
 					s.metrics.leader.Set(0)
 					s.rt.Log.Info().Str("identity", s.cfg.Identity).Msg("not leading; standing by")
 				},

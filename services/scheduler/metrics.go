@@ -21,7 +21,8 @@ type metrics struct {
 	// nominationsEndedEarly the nominations this replica ended because the node had no room.
 	nominationsEnded      prometheus.Counter
 	nominationsEndedEarly prometheus.Counter
-	takeoverPods          prometheus.Counter // pods offered at once on taking the lease
+	takeoverPods          prometheus.Counter     // pods offered at once on taking the lease
+	fenced                *prometheus.CounterVec // writes not made: the lease's hold was gone or stale, by write
 	// Disruption (consolidation and drift).
 	disruptionSeconds prometheus.Histogram
 	decisions         *prometheus.CounterVec // by reason and action
@@ -36,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		solveSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetwright_scheduler_scheduling_duration_seconds",
 			Help: "Time to gather the input and run the scheduling core for one batch.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_batches_total",
-			Help: "Pending-pod batches by outcome (scheduled, nothing_to_do, unschedulable, error)."}, []string{"outcome"}),
+			Help: "Pending-pod batches by outcome (scheduled, nothing_to_do, unschedulable, error, fenced)."}, []string{"outcome"}),
 		podsScheduled: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_pods_scheduled_total",
 			Help: "Pods nominated to a new NodeClaim or placed on existing capacity."}),
 		podsUnsched: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_pods_unschedulable_total",
@@ -55,6 +56,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Nominations the scheduler ended because the claim's ready node had no room left for the pod (kube-scheduler placed others there)."})
 	m.takeoverPods = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_takeover_pods_total",
 		Help: "Pending pods without a live nomination that a replica offered at once on taking the lease."})
+	m.fenced = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_fenced_writes_total",
+		Help: "Writes not made because this replica no longer held the scheduler Lease, or its last renewal was too old to be sure, by write."}, []string{"write"})
 	m.disruptionSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetwright_disruption_decision_duration_seconds",
 		Help: "Time of one disruption pass: reading the cluster, consolidation and drift decisions.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
 	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_disruption_decisions_total",
@@ -69,6 +72,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Hourly price saved by consolidations carried out (the replaced nodes' price less their replacement's), summed."})
 	reg.MustRegister(m.disruptionSeconds, m.decisions, m.abandoned, m.eligible, m.blocked, m.savings)
 	reg.MustRegister(m.solveSeconds, m.batches, m.podsScheduled, m.podsUnsched, m.claims, m.intents, m.leader,
-		m.nominationsEnded, m.nominationsEndedEarly, m.takeoverPods)
+		m.nominationsEnded, m.nominationsEndedEarly, m.takeoverPods, m.fenced)
 	return m
 }

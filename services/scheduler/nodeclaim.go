@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base32"
 	"errors"
 	"fmt"
 	"sort"
@@ -74,7 +76,7 @@ func nodeClaimObject(c scheduling.NodeClaim, p poolView, batchID string) *karpv1
 		TypeMeta: metav1.TypeMeta{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodeClaim"},
 		// Created with the termination finalizer: however the claim is deleted, the terminator
 		// drains its node and terminates its instance before it goes.
-		ObjectMeta: metav1.ObjectMeta{GenerateName: c.NodePool + "-", Labels: map[string]string{},
+		ObjectMeta: metav1.ObjectMeta{Name: claimName(batchID, c), Labels: map[string]string{},
 			Annotations: map[string]string{batchAnnotation: batchID}, Finalizers: []string{karpv1.TerminationFinalizer}},
 		Spec: karpv1.NodeClaimSpec{
 			Taints: p.spec.Taints, StartupTaints: p.spec.StartupTaints,
@@ -139,7 +141,42 @@ type created struct {
 	pods  []*commonv1.PodRef
 }
 
-// createClaims writes a NodeClaim per planned claim and nominates its pods to it.
+// claimNameHashLen is how many base32 characters of the hash name a claim: 50 bits, so two
+// claims of different batches or plans share a name with odds of about n²/2⁵¹ among n claims.
+const claimNameHashLen = 10
+
+// claimPrefixMax keeps <pool>-<hash> within a DNS label (63), as the API server truncates a
+// generateName prefix.
+const claimPrefixMax = 63 - 1 - claimNameHashLen
+
+// claimName names a planned claim after its batch and the part of the plan it is: its pool and
+// the pods it was planned for (the claim's index stands in for a claim planned without pods).
+// A batch delivered again, or handled again by another replica, that plans the same claim
+// names it the same, so creating it twice finds the first one (AlreadyExists) instead of making
+// a second; a different plan names its claims differently.
+func claimName(batchID string, c scheduling.NodeClaim) string {
+	uids := append([]string(nil), c.PodUIDs...)
+	sort.Strings(uids)
+	h := sha256.New()
+	for _, part := range append([]string{batchID, c.NodePool}, uids...) {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	if len(uids) == 0 {
+		h.Write([]byte(c.Name)) // the placeholder, planned-<n>
+	}
+	sum := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(h.Sum(nil)))
+	prefix := c.NodePool
+	if len(prefix) > claimPrefixMax {
+		prefix = prefix[:claimPrefixMax]
+	}
+	return prefix + "-" + sum[:claimNameHashLen]
+}
+
+// createClaims writes a NodeClaim per planned claim and nominates its pods to it. A claim this
+// batch planned already (an earlier delivery, or another replica handling it at the same time,
+// created it) is taken as created: its pods are nominated to it and its intent published again
+// (JetStream drops the repeat), and no second claim is made.
 func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v view, kube map[string]*corev1.Pod,
 	batchID string, log zerolog.Logger) ([]created, error) {
 	var out []created
@@ -149,16 +186,30 @@ func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v vi
 			return out, fmt.Errorf("creating nodeclaim: nodepool %q is gone", c.NodePool)
 		}
 		nc, err := s.createClaim(ctx, c, p, batchID)
+		adopted := false
+		if apierrors.IsAlreadyExists(err) {
+			nc, err = s.plannedBefore(ctx, claimName(batchID, c), batchID)
+			adopted = true
+		}
+		if errors.Is(err, errClaimGoing) {
+			log.Info().Err(err).Msg("leaving the claim's pods to a later batch")
+			continue
+		}
 		if err != nil {
 			return out, err
 		}
 		s.recent.addClaim(nc.Name)
-		s.metrics.claims.WithLabelValues(createdForProvisioning, c.NodePool).Inc()
 		st := claimStateOf(nc)
-		log.Info().Str("nodeclaim", nc.Name).Str("nodepool", c.NodePool).Str("requests", scheduling.FormatResources(c.Requests)).
-			Int("instance-types", len(c.InstanceTypes)).Strs("zones", c.Zones).Strs("capacity-types", c.CapacityTypes).
-			Float64("price", c.PriceUSDPerHour).Msg("created nodeclaim")
-		log.Info().Str("nodeclaim", nc.Name).Msg(launchMessage(len(c.PodUIDs), c.Requests, c.InstanceTypes))
+		if adopted {
+			log.Info().Str("nodeclaim", nc.Name).Str("nodepool", c.NodePool).
+				Msg("nodeclaim planned for this batch exists already (an earlier delivery made it); nominating its pods to it")
+		} else {
+			s.metrics.claims.WithLabelValues(createdForProvisioning, c.NodePool).Inc()
+			log.Info().Str("nodeclaim", nc.Name).Str("nodepool", c.NodePool).Str("requests", scheduling.FormatResources(c.Requests)).
+				Int("instance-types", len(c.InstanceTypes)).Strs("zones", c.Zones).Strs("capacity-types", c.CapacityTypes).
+				Float64("price", c.PriceUSDPerHour).Msg("created nodeclaim")
+			log.Info().Str("nodeclaim", nc.Name).Msg(launchMessage(len(c.PodUIDs), c.Requests, c.InstanceTypes))
+		}
 		cr := created{state: st}
 		var nominate []*corev1.Pod
 		for _, uid := range c.PodUIDs {
@@ -173,6 +224,30 @@ func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v vi
 		out = append(out, cr)
 	}
 	return out, nil
+}
+
+// errClaimGoing: the claim a batch planned exists from an earlier handling but is being deleted.
+var errClaimGoing = errors.New("nodeclaim is being deleted")
+
+// plannedBefore reads the NodeClaim of the name a plan of this batch gave, found to exist
+// already. It is this batch's claim if it says so (the name comes from the batch and the claim's
+// pods, so anything else is a hash collision, refused).
+func (s *scheduler) plannedBefore(ctx context.Context, name, batchID string) (*karpv1.NodeClaim, error) {
+	u, err := s.claims.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading nodeclaim %s, which exists already: %w", name, err)
+	}
+	var nc karpv1.NodeClaim
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc); err != nil {
+		return nil, fmt.Errorf("decoding nodeclaim %s: %w", name, err)
+	}
+	switch {
+	case nc.Annotations[batchAnnotation] != batchID:
+		return nil, fmt.Errorf("nodeclaim %s exists already for batch %q, not this batch %q", name, nc.Annotations[batchAnnotation], batchID)
+	case nc.DeletionTimestamp != nil:
+		return nil, fmt.Errorf("nodeclaim %s, planned for this batch on an earlier delivery: %w", name, errClaimGoing)
+	}
+	return &nc, nil
 }
 
 // mutate, if given, adjusts the object before it is written (a replacement's fixed name).
@@ -190,7 +265,17 @@ func (s *scheduler) createClaim(ctx context.Context, c scheduling.NodeClaim, p p
 		span.SetStatus(codes.Error, err.Error())
 		return nil, fmt.Errorf("encoding nodeclaim: %w", err)
 	}
-	u, err := s.claims.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	wctx, done, err := s.fence(ctx, "nodeclaim")
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return nil, err
+	}
+	defer done()
+	u, err := s.claims.Create(wctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	if err = s.cut(wctx, "nodeclaim", err); errors.Is(err, errFenced) {
+		span.SetStatus(codes.Error, err.Error())
+		return nil, err
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return nil, fmt.Errorf("creating nodeclaim for nodepool %s: %w", c.NodePool, err)
@@ -225,7 +310,15 @@ func (s *scheduler) nominate(ctx context.Context, pod *corev1.Pod, claim string)
 	at := s.now().UTC().Truncate(time.Second)
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q,%q:null}}}`, podproj.NominationAnnotation, claim,
 		podproj.NominatedAtAnnotation, at.Format(time.RFC3339), podproj.NominationEndedAnnotation)
-	_, err := s.rt.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	wctx, done, err := s.fence(ctx, "nomination")
+	if err != nil {
+		return err
+	}
+	defer done()
+	_, err = s.rt.Kube.CoreV1().Pods(pod.Namespace).Patch(wctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	if err = s.cut(wctx, "nomination", err); errors.Is(err, errFenced) {
+		return err
+	}
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -245,7 +338,14 @@ func (s *scheduler) publishIntent(ctx context.Context, c created, v view, source
 	if len(intent.GetInstanceTypes()) == 0 {
 		return fmt.Errorf("publishing launch intent for %s: no instance type has an available offering", c.state.Name)
 	}
-	if err := s.rt.Bus.Publish(ctx, s.rt.Bus.Prefix().Of(subject.LaunchIntents), intent, c.state.Name); err != nil {
+	wctx, done, err := s.fence(ctx, "launch_intent")
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := s.cut(wctx, "launch_intent", s.rt.Bus.Publish(wctx, s.rt.Bus.Prefix().Of(subject.LaunchIntents), intent, c.state.Name)); errors.Is(err, errFenced) {
+		return err
+	} else if err != nil {
 		return fmt.Errorf("publishing launch intent for %s: %w", c.state.Name, err)
 	}
 	s.metrics.intents.WithLabelValues(source).Inc()

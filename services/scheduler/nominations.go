@@ -104,7 +104,12 @@ func (s *scheduler) endNomination(ctx context.Context, pod *corev1.Pod, claim, w
 	if err != nil {
 		return fmt.Errorf("encoding patch: %w", err)
 	}
-	_, err = s.rt.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	wctx, done, err := s.fence(ctx, "nomination_end")
+	if err != nil {
+		return err
+	}
+	defer done()
+	_, err = s.rt.Kube.CoreV1().Pods(pod.Namespace).Patch(wctx, pod.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsConflict(err):
 		return nil // gone, or nominated elsewhere meanwhile (the test op failed)

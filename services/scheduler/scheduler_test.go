@@ -34,7 +34,7 @@ func TestBatchBecomesOneNodeClaimAndOneIntent(t *testing.T) {
 	claims := e.nodeClaims()
 	require.Len(t, claims, 1, "one node fits all five pods")
 	nc := claims[0]
-	assert.True(t, strings.HasPrefix(nc.Name, "default-"), "generateName <pool>-: %s", nc.Name)
+	assert.True(t, strings.HasPrefix(nc.Name, "default-"), "named <pool>-<hash>: %s", nc.Name)
 	assert.Equal(t, "default", nc.Labels[karpv1.NodePoolLabelKey])
 	require.Len(t, nc.OwnerReferences, 1)
 	assert.Equal(t, "NodePool", nc.OwnerReferences[0].Kind)

@@ -50,6 +50,7 @@ type scheduler struct {
 	catalog     *instanceTypes
 	unavailable *offerings.Unavailable
 	recent      *recent
+	lease       *leaseHold // this replica's hold on the Lease, which fences its writes
 	recorder    record.EventRecorder
 	claims      dynamic.NamespaceableResourceInterface
 	now         func() time.Time
@@ -72,6 +73,7 @@ func newScheduler(ctx context.Context, cfg config, rt *service.Runtime) (*schedu
 		claims: dyn.Resource(clusterstate.NodeClaims), recorder: rt.Events}
 	s.unavailable = offerings.NewUnavailable(s.now)
 	s.recent = newRecent(s.now)
+	s.lease = newLeaseHold(cfg.Identity, cfg.RenewDeadline)
 	s.podEvents = newPodEvents(s.now)
 	if _, err := cl.Pods.AddEventHandler(s.podEvents.handler()); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
@@ -158,7 +160,12 @@ func (s *scheduler) schedule(ctx context.Context) {
 		}
 	})
 	s.takeover(ctx)
-	spec := bus.ConsumerSpec{Durable: durable, Subject: s.rt.Bus.Prefix().Of(subject.PodsPending), Batch: 1}
+	// A batch of thousands of pods takes minutes to nominate at the client's QPS: its handler
+	// gets --batch-timeout rather than the bus's default minute, kept in progress all along by
+	// the bus's heartbeats. A handler that outlives this replica's lead stops at its next write
+	// (fence.go) and hands the batch back.
+	spec := bus.ConsumerSpec{Durable: durable, Subject: s.rt.Bus.Prefix().Of(subject.PodsPending), Batch: 1,
+		HandlerTimeout: s.cfg.BatchTimeout}
 	if err := bus.Consume[*podsv1.PendingPodBatch](ctx, s.rt.Bus, spec, s.handle); err != nil {
 		s.rt.Log.Error().Err(err).Msg("consuming pending pod batches stopped")
 	}

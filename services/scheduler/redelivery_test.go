@@ -1,0 +1,92 @@
+package main
+
+import (
+	"net/http"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
+	"github.com/fleetwright/fleetwright/pkg/subject"
+)
+
+// Issue 13, item 7: a batch whose first delivery created its NodeClaim and then failed (here
+// the API server refuses the pods' nomination patches; a handler cut short or a replica killed
+// after the create is the same) comes back, and its second handling must not make a second
+// claim. The pods ask for two instance types, so the claim offers both and the in-flight claim
+// does not look like a node they can go to: only its name, the batch's and plan's, finds it.
+func TestRedeliveredBatchMakesNoSecondSetOfClaims(t *testing.T) {
+	e := newEnv(t, "sched-redeliver")
+	e.apply("deploy/examples/v1/default.yaml")
+	proxy := newAPIProxy(e)
+	e.start("redeliver", "--kubeconfig", proxy.kubeconfig)
+	intents := e.intents()
+
+	pods := e.pendingPods("twotypes", 2, "300m", func(s *corev1.PodSpec) {
+		s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: scheduling.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{"t4g.large", "t4g.xlarge"}}}}}}}}
+	})
+	refuse := proxy.add(http.StatusInternalServerError, podPatches(e.ns))
+	e.publishBatch("batch-twice", pods)
+	require.Eventually(t, func() bool { return refuse.hits.Load() > 0 }, time.Minute, 20*time.Millisecond,
+		"the first delivery creates its claim and tries to nominate the pods")
+	refuse.off()
+
+	e.batchesDone(1)
+	claims := e.nodeClaims()
+	names := make([]string, 0, len(claims))
+	for _, c := range claims {
+		names = append(names, c.Name)
+	}
+	require.Len(t, claims, 1, "the redelivered batch makes no second claim: %v", names)
+	assert.Regexp(t, `^default-[a-z2-7]{10}$`, claims[0].Name, "named after the batch and plan, as <pool>-<hash>")
+	assert.Equal(t, "batch-twice", claims[0].Annotations[batchAnnotation])
+	for _, p := range e.refresh(pods) {
+		assert.Equal(t, claims[0].Name, p.Annotations[podproj.NominationAnnotation], "pod %s nominated to the one claim", p.Name)
+	}
+	in, msgID, _ := e.nextIntent(intents)
+	assert.Equal(t, claims[0].Name, msgID)
+	assert.Len(t, in.GetPods(), 2)
+	logs := e.logs.String()
+	assert.Contains(t, logs, `"attempt":2`, "the batch was delivered again")
+	assert.Contains(t, logs, "exists already (an earlier delivery made it)")
+}
+
+// Issue 13, item 7: a batch that takes longer than AckWait to handle (its nominations are held
+// up for twice the consumer's 5 s AckWait) is kept in progress all along: another pull on the
+// scheduler's consumer meanwhile (as a new leader's would be) gets nothing, and the batch is
+// delivered once and makes one set of claims.
+func TestBatchOutlivingAckWaitIsHandledOnce(t *testing.T) {
+	e := newEnv(t, "sched-slow")
+	e.apply("deploy/examples/v1/default.yaml")
+	proxy := newAPIProxy(e)
+	e.start("slow", "--kubeconfig", proxy.kubeconfig)
+
+	pods := e.pendingPods("slow", 3, "300m")
+	hold := proxy.add(0, podPatches(e.ns))
+	e.publishBatch("batch-slow", pods)
+	require.Eventually(t, func() bool { return hold.hits.Load() > 0 }, time.Minute, 20*time.Millisecond, "the handler is nominating")
+	stream, err := e.conn.JetStream().StreamNameBySubject(e.ctx, e.conn.Prefix().Of(subject.PodsPending))
+	require.NoError(t, err)
+	cons, err := e.conn.JetStream().Consumer(e.ctx, stream, durable)
+	require.NoError(t, err)
+	other, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second)) // twice AckWait
+	require.NoError(t, err)
+	for msg := range other.Messages() {
+		_ = msg.Nak()
+		t.Errorf("the batch was handed out again while the scheduler was handling it")
+	}
+	hold.off()
+
+	e.batchesDone(1)
+	require.Len(t, e.nodeClaims(), 1)
+	assert.NotContains(t, e.logs.String(), `"attempt":2`, "the batch is not delivered again while it is handled")
+	assert.Len(t, proxy.writesSince(time.Time{}, regexp.MustCompile(`^/apis/karpenter\.sh/v1/nodeclaims$`)), 1, "one NodeClaim create")
+}
