@@ -14,6 +14,7 @@
 //	<prefix>.terminations.results       terminator workers -> anyone
 //	<prefix>.terminations.decisions     scheduler   -> audit     (DisruptionDecision: why a node goes, or why not)
 //	<prefix>.deadletter.<original rest> messages that could not be decoded or kept failing
+//	<prefix>.deadletter.sqs.interruptions interruption-queue (SQS) messages that could not be read
 //
 // A Prefix is a validated NATS token chain; its methods build full subjects,
 // stream names and the catalog bucket name.
@@ -45,6 +46,10 @@ const (
 	// audit stream only: no service consumes it (the terminator's workers follow
 	// TerminationsIntents alone).
 	TerminationsDecisions = "terminations.decisions"
+	// SQSInterruptions names the interruption queue (SQS) where a subject is wanted: a queue
+	// message the terminator cannot read is dead-lettered on
+	// <prefix>.deadletter.sqs.interruptions. Nothing is published on the subject itself.
+	SQSInterruptions = "sqs.interruptions"
 
 	// interruptions and deadletter are the roots of subject families built by
 	// Prefix.Interruptions and Prefix.DeadLetter.
