@@ -6,10 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"strings"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -92,4 +95,55 @@ func TestFollowDeadLettersUndecodableOnce(t *testing.T) {
 	info, err := st.Info(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), info.State.Msgs, "one dead letter for two followers")
+}
+
+// A consumer whose replicas are between leaders (R3 on a 3-server cluster, the server leading
+// it restarted) answers fetches with "no responders" while it still exists. Consume may take
+// that for a vanished consumer and ensure it again, but not in a tight loop: at most once per
+// FetchWait, so a leaderless consumer does not burn the CPU its cluster needs to elect one. It
+// resumes once the consumer has a leader.
+func TestLeaderlessConsumerIsNotEnsuredInATightLoop(t *testing.T) {
+	srvs := bustest.RunCluster(t, 3)
+	var logs lockedBuffer
+	log := zerolog.New(&logs)
+	ctx := context.Background()
+	urls := []string{}
+	for _, s := range srvs {
+		urls = append(urls, s.ClientURL())
+	}
+	c, err := bus.Connect(ctx, bus.Config{URL: strings.Join(urls, ","), Prefix: "fwlead", Logger: &log, Registerer: prometheus.NewRegistry(), StreamReplicas: 3})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.NoError(t, c.EnsureStreams(ctx))
+	subj := c.Prefix().Of(subject.LaunchIntents)
+
+	var got received[string]
+	const fetchWait = 500 * time.Millisecond
+	for i := 0; i < 3; i++ { // the launcher's workers
+		runConsumer(t, func(ctx context.Context) error {
+			return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj, FetchWait: fetchWait},
+				func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
+					got.add(m.GetValue())
+					return nil
+				})
+		})
+	}
+	require.NoError(t, c.Publish(ctx, subj, wrapperspb.String("before"), "before"))
+	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)
+
+	cons, err := c.JetStream().Consumer(ctx, c.Prefix().Stream(subject.StreamLaunch), "launcher")
+	require.NoError(t, err)
+	leader := cons.CachedInfo().Cluster.Leader
+	start := time.Now()
+	for i, s := range srvs {
+		if s.Name() == leader {
+			srvs[i] = bustest.Restart(t, s)
+		}
+	}
+	require.NoError(t, c.Publish(ctx, subj, wrapperspb.String("after"), "after"))
+	require.Eventually(t, func() bool { return len(got.snapshot()) == 2 }, 30*time.Second, tick, "the consumer resumes")
+	took := time.Since(start)
+	ensured := strings.Count(logs.String(), "consumer is gone; creating it again")
+	t.Logf("resumed %s after the restart; consumer ensured again %d times", took.Round(time.Millisecond), ensured)
+	assert.LessOrEqual(t, ensured, 3*(int(took/fetchWait)+2), "each worker ensures the consumer at most once per FetchWait")
 }

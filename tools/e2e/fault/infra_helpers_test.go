@@ -202,6 +202,24 @@ func infraReplicasCurrent(t *testing.T, js jetstream.JetStream, stream string, w
 	}, time.Minute, 200*time.Millisecond, "every replica of %s current", stream)
 }
 
+// infraDumpLogs prints the services' logs at the end of the test when FAULT_DUMP_LOGS is set
+// (a failing test prints them anyway): to see how a fault was ridden out.
+func infraDumpLogs(t *testing.T, s *e2e.Stack, services []string, replicas int) {
+	t.Helper()
+	if os.Getenv("FAULT_DUMP_LOGS") == "" {
+		return
+	}
+	t.Cleanup(func() {
+		for _, name := range services {
+			for r := 0; r < replicas; r++ {
+				if svc := s.Replica(name, r); svc != nil {
+					svc.DumpLog()
+				}
+			}
+		}
+	})
+}
+
 // infraLogf appends one line of the fault matrix to $FAULT_MATRIX_OUT (when set) and logs it.
 func infraLogf(t *testing.T, format string, args ...any) {
 	t.Helper()

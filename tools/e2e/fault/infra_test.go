@@ -103,6 +103,7 @@ func TestFaultNATSNodeRestartDuringScaleUp(t *testing.T) {
 	t.Parallel()
 	s := e2e.NewStackWith(t, e2e.Options{NATSCluster: 3})
 	infraWatch(t, s)
+	infraDumpLogs(t, s, e2e.Services, 1)
 	_, js := infraJetStream(t, s)
 	launch := subject.DefaultPrefix.Stream(subject.StreamLaunch)
 	st, err := js.Stream(context.Background(), launch)
