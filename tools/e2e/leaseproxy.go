@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -63,13 +64,13 @@ func NewLeaseDelayProxy(t testing.TB, s *Stack) *LeaseDelayProxy {
 		if d := time.Duration(p.delay.Load()); d > 0 {
 			p.delayed.Add(1)
 			held = d
-			select {
-			case <-time.After(d):
-			case <-r.Context().Done():
-			}
+			time.Sleep(d)
 		}
+		// A held write still reaches the apiserver when its client gave up waiting, as a
+		// request delayed on the network does: a renewal that lands after the Lease changed
+		// hands must be refused there.
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		rp.ServeHTTP(rec, r)
+		rp.ServeHTTP(rec, r.WithContext(context.WithoutCancel(r.Context())))
 		p.mu.Lock()
 		p.writes = append(p.writes, LeaseWrite{Method: r.Method, Path: r.URL.Path, Delayed: held, Status: rec.status, At: time.Now()})
 		p.mu.Unlock()

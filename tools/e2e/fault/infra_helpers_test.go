@@ -135,13 +135,28 @@ lines:
 	return sum
 }
 
-// infraReady checks a service copy's /readyz answers 200.
+// infraReady checks a service copy's /readyz answers 200 within a minute (a service may be
+// not ready for a few seconds while a fault heals, e.g. its consumer's NATS server between
+// leaders) and stays so for a second.
 func infraReady(t *testing.T, s *e2e.Stack, service string, replica int) {
 	t.Helper()
-	resp, err := http.Get("http://" + s.AdminAddr(service, replica) + "/readyz")
-	require.NoError(t, err)
-	_ = resp.Body.Close()
-	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s-%d is ready", service, replica)
+	ready := func() bool {
+		resp, err := http.Get("http://" + s.AdminAddr(service, replica) + "/readyz")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	assert.Eventually(t, func() bool {
+		for i := 0; i < 5; i++ {
+			if !ready() {
+				return false
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		return true
+	}, time.Minute, 200*time.Millisecond, "%s-%d is ready", service, replica)
 }
 
 // infraJetStream connects to the stack's NATS for a test's own publishing and reading.

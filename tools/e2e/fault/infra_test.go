@@ -11,6 +11,7 @@ package fault_test
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -246,6 +247,7 @@ func TestFaultTwoReplicasLeaderFlipsDuringScaleUp(t *testing.T) {
 	s := e2e.NewStackWith(t, e2e.Options{Services: []string{}})
 	infraWatch(t, s)
 	services := infraWithTerminator()
+	infraDumpLogs(t, s, services, 2)
 	proxies := []*e2e.LeaseDelayProxy{e2e.NewLeaseDelayProxy(t, s), e2e.NewLeaseDelayProxy(t, s)}
 	for _, name := range services {
 		for r := 0; r < 2; r++ {
@@ -255,21 +257,34 @@ func TestFaultTwoReplicasLeaderFlipsDuringScaleUp(t *testing.T) {
 			}
 			s.StartReplica(name, o)
 			if name == "scheduler" && r == 0 {
-				require.Eventually(t, func() bool { return infraLeads(s, 0) }, time.Minute, 50*time.Millisecond, "scheduler-0 leads")
+				require.Eventually(t, func() bool { return infraHoldsLease(s, 0) }, time.Minute, 50*time.Millisecond, "scheduler-0 holds the Lease")
 			}
 		}
 	}
+	s.Leading()
 	// scheduler-1 is a standby: it has seen scheduler-0 lead.
 	require.Eventually(t, func() bool { return strings.Contains(s.Replica("scheduler", 1).Log(), "standing by") }, time.Minute, 50*time.Millisecond)
 
 	start := time.Now()
 	infraScale(t, s, false, 5)
 	require.Eventually(t, func() bool { return len(infraClaims(t, s)) > 0 }, 90*time.Second, 10*time.Millisecond, "scheduler-0 is at work")
+	held := time.Now()
 	proxies[0].Delay(12 * time.Second) // past --renew-deadline (6 s) and --lease-duration (8 s)
+	require.Eventually(t, func() bool { return strings.Contains(s.Replica("scheduler", 0).Log(), "not leading; standing by") }, time.Minute, 20*time.Millisecond,
+		"scheduler-0 steps down, its renewals held")
+	stepped := time.Since(held)
+	// The rest of the scale-up arrives while no replica leads, or just as scheduler-1 takes
+	// over: its takeover and the new batch meet.
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "9")
-	require.Eventually(t, func() bool { return infraLeads(s, 1) }, time.Minute, 50*time.Millisecond, "leadership flips to scheduler-1")
-	flipped := time.Since(start)
+	require.Eventually(t, func() bool { return infraHoldsLease(s, 1) }, time.Minute, 50*time.Millisecond, "leadership flips to scheduler-1")
+	flipped := time.Since(held)
 	proxies[0].Delay(0)
+	// Never two leaders at once: scheduler-0 stopped its work before scheduler-1 began. (The
+	// services' own log times, one clock: the order of two events, not a duration.)
+	stopped := infraLogTime(t, s.Replica("scheduler", 0).Log(), "not leading; standing by")
+	began := infraLogTime(t, s.Replica("scheduler", 1).Log(), "acquired lease; scheduling")
+	assert.True(t, stopped.Before(began), "scheduler-0 stopped leading (%s) before scheduler-1 began (%s): %s of two leaders",
+		stopped.Format(time.StampMilli), began.Format(time.StampMilli), stopped.Sub(began))
 	running := infraWaitRunning(t, s, 9, 3*time.Minute)
 	s.AssertInvariants(t, []string{"default"}, infraSettle)
 	infraNoSpareNode(t, s, 9)
@@ -280,14 +295,31 @@ func TestFaultTwoReplicasLeaderFlipsDuringScaleUp(t *testing.T) {
 			late++
 		}
 	}
-	infraLogf(t, "two replicas of %v, scheduler-0's Lease writes held 12 s mid-scale-up (%d held, %d refused when they arrived): leader flipped %s after the scale-up; 9 pods Running %s after it; one claim per needed node; invariants held",
-		services, proxies[0].Delayed(), late, flipped.Round(100*time.Millisecond), running.Round(100*time.Millisecond))
+	infraLogf(t, "two replicas of %v; scheduler-0's Lease writes held 12 s mid-scale-up (%d held, %d refused when they arrived late): it stepped down %s and scheduler-1 led %s after the hold began; 9 pods Running %s after that (%s after the first scale-up); one claim per needed node; invariants held",
+		services, proxies[0].Delayed(), late, stepped.Round(100*time.Millisecond), flipped.Round(100*time.Millisecond), running.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond))
 }
 
-// infraLeads reports whether scheduler replica r has logged that it leads.
-func infraLeads(s *e2e.Stack, r int) bool {
+// infraLogTime is the time of the first log line of a service with the message.
+func infraLogTime(t *testing.T, log, message string) time.Time {
+	t.Helper()
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, `"message":"`+message) {
+			continue
+		}
+		var l struct {
+			Time time.Time `json:"time"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &l))
+		return l.Time
+	}
+	t.Fatalf("no log line %q", message)
+	return time.Time{}
+}
+
+// infraHoldsLease reports whether scheduler replica r has logged that it acquired the Lease.
+func infraHoldsLease(s *e2e.Stack, r int) bool {
 	svc := s.Replica("scheduler", r)
-	return svc != nil && strings.Contains(svc.Log(), `"message":"leading; `)
+	return svc != nil && strings.Contains(svc.Log(), `"message":"acquired lease; scheduling"`)
 }
 
 // infraConsumedBy lists, for every subject a service consumes, the services that consume it (and
