@@ -148,6 +148,8 @@ func TestFaultNATSNodeRestartDuringInterruptionDrain(t *testing.T) {
 	}, time.Minute, 50*time.Millisecond, "the interrupted node is tainted: the drain is under way")
 	terminations := subject.DefaultPrefix.Stream(subject.StreamTerminations)
 	leader := infraStreamLeader(t, s, js, terminations)
+	_, on := infraRunning(t, s)
+	draining := on[node] // inflate pods still on the node: the drain is not over
 	restartAt := time.Now()
 	s.RestartNATS(leader)
 	down := time.Since(restartAt)
@@ -163,8 +165,8 @@ func TestFaultNATSNodeRestartDuringInterruptionDrain(t *testing.T) {
 	infraReplicasCurrent(t, js, terminations, 3)
 	s.AssertInvariants(t, []string{"default"}, infraSettle)
 	infraAllReady(t, s, infraWithTerminator(), 1)
-	infraLogf(t, "NATS server %d (TERMINATIONS leader) restarted (%s) mid-drain: interrupted node gone %s after the warning, 5 pods Running elsewhere; PDB and invariants held",
-		leader, down.Round(time.Millisecond), gone.Round(100*time.Millisecond))
+	infraLogf(t, "NATS server %d (TERMINATIONS leader) restarted (%s) mid-drain (%d pods still on the node): interrupted node gone %s after the warning, 5 pods Running elsewhere; PDB and invariants held",
+		leader, down.Round(time.Millisecond), draining, gone.Round(100*time.Millisecond))
 }
 
 // An EC2 throttling storm during a scale-up: every second EC2 call (CreateFleet, Describe*,
@@ -300,6 +302,13 @@ func TestFaultTwoReplicasLeaderFlipsDuringScaleUp(t *testing.T) {
 	s.AssertInvariants(t, []string{"default"}, infraSettle)
 	infraNoSpareNode(t, s, 9)
 	infraAllReady(t, s, services, 2)
+	// A leader stopped on purpose gives the Lease up on its way out (a standby need not wait
+	// for it to expire): once scheduler-1 has exited, it no longer holds it.
+	_ = s.Replica("scheduler", 1).Stop(15 * time.Second)
+	require.False(t, s.Replica("scheduler", 1).Running(), "scheduler-1 stopped")
+	lease, err := s.Kube.CoordinationV1().Leases("fleetwright").Get(context.Background(), "fleetwright-scheduler", metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.NotEqual(t, "scheduler-1", aws.ToString(lease.Spec.HolderIdentity), "the stopped leader released the Lease")
 	late := 0
 	for _, w := range proxies[0].Writes() {
 		if w.Delayed > 0 && w.Status >= 400 {
