@@ -96,7 +96,7 @@ func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, h
 	defer c.health.remove(key)
 	go c.watchLag(ctx, w)
 	base := context.WithoutCancel(ctx)
-	var floorRead time.Time
+	var floorRead, lastGone time.Time
 	for ctx.Err() == nil {
 		cons := *w.cons.Load()
 		batch, err := cons.Fetch(spec.Batch, jetstream.FetchMaxWait(spec.FetchWait))
@@ -135,6 +135,13 @@ func Consume[T proto.Message](ctx context.Context, c *Conn, spec ConsumerSpec, h
 			continue
 		}
 		if consumerGone(err) {
+			// A consumer between leaders (its server restarted) answers "no responders" while it
+			// still exists, and ensuring it succeeds at once: without a pause this would loop
+			// as fast as the server answers, starving the election it waits for.
+			if wait := spec.FetchWait - time.Since(lastGone); wait > 0 {
+				clock.Sleep(ctx, wait)
+			}
+			lastGone = time.Now()
 			w.reensure(ctx, key, err)
 			continue
 		}

@@ -13,7 +13,8 @@ import (
 // T and calling handler with a context carrying the message's trace. It is for state every
 // replica keeps for itself (nothing is acked, no other replica is affected): an ordered
 // consumer, recreated by the client if the connection drops. An undecodable message is
-// logged and counted (outcome "undecodable") and skipped.
+// logged, counted (outcome "undecodable"), dead-lettered (once, however many replicas follow
+// the subject: the dead letter's id is the stored message's) and skipped.
 func Follow[T proto.Message](ctx context.Context, c *Conn, subj string, since time.Time, handler func(context.Context, T)) error {
 	stream, err := c.js.StreamNameBySubject(ctx, subj)
 	if err != nil {
@@ -29,7 +30,8 @@ func Follow[T proto.Message](ctx context.Context, c *Conn, subj string, since ti
 		v, err := decode[T](msg)
 		if err != nil {
 			c.metrics.messages.WithLabelValues(msg.Subject(), outcomeUndecodable).Inc()
-			c.log.Warn().Err(err).Str("subject", msg.Subject()).Msg("skipping undecodable message")
+			c.log.Warn().Err(err).Str("subject", msg.Subject()).Msg("skipping undecodable message; dead-lettering it")
+			c.followDeadLetter(ctx, msg, err)
 			return
 		}
 		c.metrics.messages.WithLabelValues(msg.Subject(), outcomeFollowed).Inc()
@@ -43,4 +45,19 @@ func Follow[T proto.Message](ctx context.Context, c *Conn, subj string, since ti
 		cc.Stop()
 	}()
 	return nil
+}
+
+// followDeadLetter parks an undecodable followed message. Every replica following the subject
+// does so; the dead letter's Nats-Msg-Id (the stream and sequence) makes JetStream keep one.
+// A failure is logged: the message stays in its stream, nothing is lost.
+func (c *Conn) followDeadLetter(ctx context.Context, msg jetstream.Msg, cause error) {
+	d := Delivery{Subject: msg.Subject(), Header: msg.Headers(), MsgID: msg.Headers().Get(HeaderMsgID), Attempt: 1}
+	if meta, err := msg.Metadata(); err == nil {
+		d.Stream, d.Sequence = meta.Stream, meta.Sequence.Stream
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := c.publishDeadLetter(dctx, d, msg.Data(), cause); err != nil {
+		c.log.Error().Err(err).Str("subject", d.Subject).Msg("dead-lettering an undecodable followed message failed")
+	}
 }

@@ -22,6 +22,9 @@ const (
 	HeaderOriginalMsgID = "Fw-Original-Msg-Id"
 	// HeaderDeliveries is how many times a dead-lettered message was delivered.
 	HeaderDeliveries = "Fw-Deliveries"
+	// HeaderTruncated, on a dead letter, is the original payload's size in bytes when the
+	// payload was cut to fit the server's max payload beside the dead letter's headers.
+	HeaderTruncated = "Fw-Truncated"
 )
 
 // HeaderCarrier adapts nats.Header to OpenTelemetry's TextMapCarrier, so W3C

@@ -15,6 +15,7 @@
 //	<prefix>.terminations.decisions     scheduler   -> audit     (DisruptionDecision: why a node goes, or why not)
 //	<prefix>.deadletter.<original rest> messages that could not be decoded or kept failing
 //	<prefix>.scheduler.simulate         CLI -> scheduler (request/reply, no stream: SimulateRequest)
+//	<prefix>.deadletter.sqs.interruptions interruption-queue (SQS) messages that could not be read
 //
 // A Prefix is a validated NATS token chain; its methods build full subjects,
 // stream names and the catalog bucket name.
@@ -51,6 +52,10 @@ const (
 	SchedulerSimulate = "scheduler.simulate"
 	// SimulateQueue is the scheduler replicas' queue group on SchedulerSimulate.
 	SimulateQueue = "scheduler"
+	// SQSInterruptions names the interruption queue (SQS) where a subject is wanted: a queue
+	// message the terminator cannot read is dead-lettered on
+	// <prefix>.deadletter.sqs.interruptions. Nothing is published on the subject itself.
+	SQSInterruptions = "sqs.interruptions"
 
 	// interruptions and deadletter are the roots of subject families built by
 	// Prefix.Interruptions and Prefix.DeadLetter.

@@ -31,13 +31,17 @@ func (s *scheduler) lead(ctx context.Context, work func(ctx context.Context)) er
 		// so this replica campaigns again and another can take over, rather than holding it idle.
 		lctx, release := context.WithCancel(ctx)
 		var working sync.WaitGroup
+		// Not ReleaseOnCancel: client-go then tries to release the Lease after a renewal failed,
+		// for up to another RenewDeadline, and only then ends the work's context — so a leader
+		// whose renewals stall keeps working after a standby took the Lease over (at
+		// LeaseDuration): two leaders at once. Without it the work ends the moment renewing
+		// fails, before the Lease can expire; giving the Lease up on a stop is done below.
 		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock:            lock,
-			LeaseDuration:   s.cfg.LeaseDuration,
-			RenewDeadline:   s.cfg.RenewDeadline,
-			RetryPeriod:     s.cfg.RetryPeriod,
-			ReleaseOnCancel: true,
-			Name:            leaseName,
+			Lock:          lock,
+			LeaseDuration: s.cfg.LeaseDuration,
+			RenewDeadline: s.cfg.RenewDeadline,
+			RetryPeriod:   s.cfg.RetryPeriod,
+			Name:          leaseName,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(lctx context.Context) {
 					s.metrics.leader.Set(1)
@@ -65,8 +69,30 @@ func (s *scheduler) lead(ctx context.Context, work func(ctx context.Context)) er
 		}
 		le.Run(lctx) // returns when leadership is lost, work returns, or ctx ends
 		working.Wait()
+		if lctx.Err() != nil {
+			// Stopped on purpose (shutting down, or the work returned), not lost: hand the Lease
+			// over now rather than make a standby wait LeaseDuration for it.
+			s.releaseLease(ctx, lock)
+		}
 		release()
 		clock.Sleep(ctx, s.cfg.RetryPeriod) // no tight loop when work cannot get going
 	}
 	return nil
+}
+
+// releaseLease gives the Lease up if this replica still holds it, as client-go's
+// ReleaseOnCancel does: no holder, a one-second duration, so a standby takes it at once.
+func (s *scheduler) releaseLease(ctx context.Context, lock resourcelock.Interface) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RenewDeadline)
+	defer cancel()
+	rec, _, err := lock.Get(rctx)
+	if err != nil || rec.HolderIdentity != s.cfg.Identity {
+		return
+	}
+	now := metav1.Now()
+	released := resourcelock.LeaderElectionRecord{LeaderTransitions: rec.LeaderTransitions, LeaseDurationSeconds: 1,
+		RenewTime: now, AcquireTime: now}
+	if err := lock.Update(rctx, released); err != nil {
+		s.rt.Log.Warn().Err(err).Msg("giving up the lease; a standby takes it when it expires")
+	}
 }

@@ -221,6 +221,11 @@ type publisher interface {
 	Publish(ctx context.Context, subj string, msg proto.Message, msgID string) error
 }
 
+// deadLetterer parks a message that is not a bus message; *bus.Conn satisfies it.
+type deadLetterer interface {
+	DeadLetter(ctx context.Context, origin string, data []byte, cause error, id string) error
+}
+
 // poller reads the interruption queue and turns each message into InterruptionEvents on
 // <prefix>.interruptions.<kind>; its consumer (handleEvent) turns the events of the kinds that
 // call for it into TerminationIntents. Several replicas may poll one queue: a message is
@@ -230,6 +235,7 @@ type poller struct {
 	queue    string // name or URL
 	wait     time.Duration
 	bus      publisher
+	dead     deadLetterer // where unreadable queue messages are parked; nil: only counted
 	prefix   subject.Prefix
 	claims   func(instanceID string) (claimRef, bool)
 	log      zerolog.Logger
@@ -298,7 +304,16 @@ func (p *poller) handle(ctx context.Context, m sqstypes.Message) {
 	switch {
 	case err != nil:
 		p.metrics.interruptions.WithLabelValues("malformed").Inc()
-		log.Warn().Err(err).Msg("ignoring malformed interruption message")
+		log.Warn().Err(err).Msg("dead-lettering malformed interruption message")
+		if p.dead != nil {
+			// Parked for a human before it is deleted; if that fails the message stays queued
+			// and comes back after its visibility timeout. One dead letter per queue message.
+			if derr := p.dead.DeadLetter(ctx, p.prefix.Of(subject.SQSInterruptions), []byte(aws.ToString(m.Body)),
+				fmt.Errorf("interruption queue %s: %w", p.queueURL, err), "dl-sqs-"+aws.ToString(m.MessageId)); derr != nil {
+				log.Error().Err(derr).Msg("dead-lettering malformed interruption message; it stays queued")
+				return
+			}
+		}
 	case n.Kind == commonv1.InterruptionKind_INTERRUPTION_KIND_UNSPECIFIED:
 		p.metrics.interruptions.WithLabelValues("unknown").Inc()
 		log.Info().Str("source", n.Source).Str("detail_type", n.DetailType).Msg("ignoring interruption message of unknown kind")

@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string) error {
 		})
 	})
 	if cfg.InterruptionQueue != "-" {
-		p := &poller{sqs: sqs.NewFromConfig(awsCfg), queue: cfg.InterruptionQueue, wait: cfg.SQSWait, bus: rt.Bus, prefix: rt.Bus.Prefix(),
+		p := &poller{sqs: sqs.NewFromConfig(awsCfg), queue: cfg.InterruptionQueue, wait: cfg.SQSWait, bus: rt.Bus, dead: rt.Bus, prefix: rt.Bus.Prefix(),
 			claims: k.claimOfInstance, log: rt.Log, metrics: m, now: time.Now}
 		g.Go(func() error { return p.run(gctx) })
 		g.Go(func() error {

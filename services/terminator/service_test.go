@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -114,7 +115,8 @@ func TestSpotInterruptionBecomesIntent(t *testing.T) {
 }
 
 // A rebalance recommendation is recorded on the bus, its message deleted, and no intent
-// follows; a malformed message before it is counted and deleted, and the poller goes on.
+// follows; a malformed message before it is counted, dead-lettered and deleted, and the poller
+// goes on.
 func TestRebalanceRecordedAndMalformedSkipped(t *testing.T) {
 	e := newEnv(t, 102)
 	inst := e.launch(ec2types.DefaultTargetCapacityTypeSpot)
@@ -136,6 +138,12 @@ func TestRebalanceRecordedAndMalformedSkipped(t *testing.T) {
 	assert.Empty(t, e.intents(), "a rebalance recommendation terminates nothing")
 	m := e.metrics()
 	assert.Regexp(t, regexp.MustCompile(`fleetwright_interruption_messages_total\{kind="malformed"\} 1\b`), m)
+	st, err := e.conn.JetStream().Stream(e.ctx, prefix.Stream(subject.StreamDeadLetter))
+	require.NoError(t, err)
+	dl, err := st.GetLastMsgForSubject(e.ctx, prefix.DeadLetter(prefix.Of(subject.SQSInterruptions)))
+	require.NoError(t, err, "the malformed body is dead-lettered")
+	assert.Equal(t, `{"version":"0","detail-type":`, string(dl.Data))
+	assert.Contains(t, dl.Header.Get(bus.HeaderError), "decoding event")
 	assert.Regexp(t, regexp.MustCompile(`fleetwright_interruption_messages_total\{kind="rebalance_recommendation"\} 1\b`), m)
 }
 

@@ -2,15 +2,18 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -35,15 +38,30 @@ import (
 // in-process nats-server, and the AWS emulator and Fleetwright's services each as a separate
 // process, wired as `make up` wires them.
 type Stack struct {
-	t        testing.TB
-	Cluster  *localcluster.Cluster
-	NATSURL  string
+	t       testing.TB
+	Cluster *localcluster.Cluster
+	// NATSURL is every NATS server's client URL, comma separated (one unless Options.NATSCluster).
+	NATSURL string
+	// NATS are the in-process nats-servers; RestartNATS replaces one.
+	NATS     []*server.Server
 	EmuURL   string
 	Emu      *emuclient.Client
 	Kube     kubernetes.Interface
 	Client   client.Client // knows Karpenter's types
 	services map[string]*Service
 	ports    map[string]string
+	opt      Options
+}
+
+// Options change how NewStackWith builds a stack.
+type Options struct {
+	// Services to start, in order; nil means Services.
+	Services []string
+	// NATSCluster, when above 1, runs that many nats-servers as one JetStream cluster, and the
+	// services create every stream with that many replicas (3: the R3 streams deploy/ runs).
+	NATSCluster int
+	// ServiceArgs are extra flags for a service, by name (after the stack's own).
+	ServiceArgs map[string][]string
 }
 
 // Services are the service names in start order.
@@ -52,6 +70,13 @@ var Services = []string{"pod-watcher", "scheduler", "launcher"}
 // NewStack starts a fresh stack with the given services (nil means Services).
 func NewStack(t testing.TB, services []string) *Stack {
 	t.Helper()
+	return NewStackWith(t, Options{Services: services})
+}
+
+// NewStackWith starts a fresh stack as opt says.
+func NewStackWith(t testing.TB, opt Options) *Stack {
+	t.Helper()
+	services := opt.Services
 	if services == nil {
 		services = Services
 	}
@@ -84,7 +109,17 @@ func NewStack(t testing.TB, services []string) *Stack {
 		}
 	}
 
-	s := &Stack{t: t, Cluster: c, NATSURL: bustest.RunServer(t).ClientURL(), services: map[string]*Service{}, ports: map[string]string{}}
+	s := &Stack{t: t, Cluster: c, services: map[string]*Service{}, ports: map[string]string{}, opt: opt}
+	if opt.NATSCluster > 1 {
+		s.NATS = bustest.RunCluster(t, opt.NATSCluster)
+	} else {
+		s.NATS = []*server.Server{bustest.RunServer(t)}
+	}
+	var urls []string
+	for _, srv := range s.NATS {
+		urls = append(urls, srv.ClientURL())
+	}
+	s.NATSURL = strings.Join(urls, ",")
 	s.Kube, err = c.Client()
 	require.NoError(t, err)
 	scheme := runtime.NewScheme()
@@ -129,7 +164,8 @@ func (s *Stack) ensureStreamsOfAbsent(services []string) {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := bus.Connect(ctx, bus.Config{URL: s.NATSURL, Name: "e2e-stack", Registerer: prometheus.NewRegistry()})
+	conn, err := bus.Connect(ctx, bus.Config{URL: s.NATSURL, Name: "e2e-stack", Registerer: prometheus.NewRegistry(),
+		StreamReplicas: max(1, s.opt.NATSCluster)})
 	require.NoError(s.t, err)
 	defer conn.Close()
 	for _, owner := range startOrder {
@@ -143,19 +179,75 @@ func (s *Stack) ensureStreamsOfAbsent(services []string) {
 // waiting), so a test's pods arrive through pod-watcher's batches.
 func (s *Stack) Leading() {
 	s.t.Helper()
-	require.Eventually(s.t, func() bool { return strings.Contains(s.services["scheduler"].Log(), `"message":"leading; `) },
-		time.Minute, 50*time.Millisecond, "the scheduler leads")
+	require.Eventually(s.t, func() bool {
+		for key, svc := range s.services {
+			if (key == "scheduler" || strings.HasPrefix(key, "scheduler-")) && strings.Contains(svc.Log(), `"message":"leading; `) {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 50*time.Millisecond, "the scheduler leads")
+}
+
+// RestartNATS shuts NATS server i down and starts it again on the same ports with the same
+// store (a cluster node rejoins its cluster), as a rolling restart of NATS does; the services
+// reconnect by themselves. It returns once the server takes connections again.
+func (s *Stack) RestartNATS(i int) {
+	s.t.Helper()
+	s.NATS[i] = bustest.Restart(s.t, s.NATS[i])
+}
+
+// ReplicaOptions say how StartReplica runs one copy of a service.
+type ReplicaOptions struct {
+	// Replica numbers the copy: its pod name is <service>-<Replica>, its admin port its own.
+	// Replica 0 is the copy StartService runs.
+	Replica int
+	// KubeServer, when set, is the URL the copy reaches the kube-apiserver at instead of the
+	// cluster's own (a LeaseDelayProxy's URL).
+	KubeServer string
+}
+
+// replicaKey names a copy in the stack's maps: the service name for replica 0, else
+// <service>-<replica>.
+func replicaKey(name string, replica int) string {
+	if replica == 0 {
+		return name
+	}
+	return fmt.Sprintf("%s-%d", name, replica)
 }
 
 // StartService starts (or restarts) a service and waits until its /readyz answers 200.
 func (s *Stack) StartService(name string) *Service {
 	s.t.Helper()
-	admin, ok := s.ports[name]
+	return s.StartReplica(name, ReplicaOptions{})
+}
+
+// Replica returns a running copy of a service (Replica(name, 0) is Service(name)).
+func (s *Stack) Replica(name string, replica int) *Service {
+	return s.services[replicaKey(name, replica)]
+}
+
+// AdminAddr is the admin address (host:port: /metrics, /readyz) of a copy of a service.
+func (s *Stack) AdminAddr(name string, replica int) string { return s.ports[replicaKey(name, replica)] }
+
+// StartReplica starts (or restarts) one copy of a service and waits until its /readyz answers
+// 200. Copies of one service share everything but their pod name and admin port.
+func (s *Stack) StartReplica(name string, o ReplicaOptions) *Service {
+	s.t.Helper()
+	key := replicaKey(name, o.Replica)
+	admin, ok := s.ports[key]
 	if !ok {
 		admin = FreeAddr(s.t)
-		s.ports[name] = admin
+		s.ports[key] = admin
 	}
-	args := []string{"--kubeconfig", s.kubeconfigAs(name), "--nats-url", s.NATSURL, "--admin-addr", admin}
+	kubeconfig := s.kubeconfigAs(name)
+	if o.KubeServer != "" {
+		kubeconfig = s.kubeconfigVia(name, key, o.KubeServer)
+	}
+	args := []string{"--kubeconfig", kubeconfig, "--nats-url", s.NATSURL, "--admin-addr", admin}
+	if s.opt.NATSCluster > 1 {
+		args = append(args, "--nats-stream-replicas", strconv.Itoa(s.opt.NATSCluster))
+	}
 	switch name {
 	case "scheduler":
 		args = append(args, "--disruption-interval", "1s")
@@ -165,14 +257,15 @@ func (s *Stack) StartService(name string) *Service {
 		args = append(args, "--cluster-name", "demo-cluster", "--interval", "1s", "--sqs-wait", "2s",
 			"--gc-grace", "30s", "--gc-interval", "5s")
 	}
+	args = append(args, s.opt.ServiceArgs[name]...)
 	env := []string{"AWS_ENDPOINT_URL_EC2=" + s.EmuURL, "AWS_ENDPOINT_URL_SQS=" + s.EmuURL, "AWS_ENDPOINT_URL_IAM=" + s.EmuURL, "AWS_ENDPOINT_URL_SSM=" + s.EmuURL, "AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x", "AWS_EC2_METADATA_DISABLED=true",
 		// A restarted service is its pod's container restarting: the same pod name, so a
 		// scheduler that comes back holds its Lease again at once.
-		"POD_NAMESPACE=fleetwright", "POD_NAME=" + name + "-0"}
-	svc := Start(s.t, name, Build(s.t, "./services/"+name), args, env)
-	s.services[name] = svc
-	s.waitHealthy(name, func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, "http://"+admin+"/readyz", "") })
+		"POD_NAMESPACE=fleetwright", fmt.Sprintf("POD_NAME=%s-%d", name, o.Replica)}
+	svc := Start(s.t, key, Build(s.t, "./services/"+name), args, env)
+	s.services[key] = svc
+	s.waitHealthy(key, func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, "http://"+admin+"/readyz", "") })
 	return svc
 }
 
@@ -236,6 +329,21 @@ func (s *Stack) kubeconfigAs(service string) string {
 	require.NoError(s.t, err)
 	for _, user := range cfg.AuthInfos {
 		user.Impersonate = "system:serviceaccount:fleetwright:" + service
+	}
+	require.NoError(s.t, clientcmd.WriteToFile(*cfg, path))
+	return path
+}
+
+// kubeconfigVia is kubeconfigAs with the server replaced by server (plain HTTP: a proxy on
+// loopback that forwards to the kube-apiserver with the cluster's credentials).
+func (s *Stack) kubeconfigVia(service, key, server string) string {
+	s.t.Helper()
+	path := filepath.Join(filepath.Dir(s.Cluster.Kubeconfig), "kubeconfig-via-"+key)
+	cfg, err := clientcmd.LoadFromFile(s.kubeconfigAs(service))
+	require.NoError(s.t, err)
+	for _, c := range cfg.Clusters {
+		c.Server = server
+		c.CertificateAuthority, c.CertificateAuthorityData, c.InsecureSkipTLSVerify = "", nil, false
 	}
 	require.NoError(s.t, clientcmd.WriteToFile(*cfg, path))
 	return path

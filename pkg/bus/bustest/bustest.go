@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,8 +32,13 @@ func RunServerWithPassword(t testing.TB, user, password string) *server.Server {
 	return start(t, -1, t.TempDir(), func(o *server.Options) { o.Username, o.Password = user, password })
 }
 
+// edits remembers the options edit each server was started with, so Restart starts it again
+// alike (a cluster node comes back into its cluster, under its name).
+var edits sync.Map // *server.Server -> func(*server.Options)
+
 // Restart shuts srv down and starts a new server on the same port with the
-// same JetStream store, as a broker restart would. Clients reconnect to it.
+// same JetStream store and options, as a broker restart would. Clients
+// reconnect to it; a node of RunCluster rejoins its cluster.
 func Restart(t testing.TB, srv *server.Server) *server.Server {
 	t.Helper()
 	port := srv.Addr().(*net.TCPAddr).Port
@@ -40,9 +46,13 @@ func Restart(t testing.TB, srv *server.Server) *server.Server {
 	if filepath.Base(store) == server.JetStreamStoreDir {
 		store = filepath.Dir(store) // the server appends it again
 	}
+	var edit func(*server.Options)
+	if e, ok := edits.Load(srv); ok {
+		edit = e.(func(*server.Options))
+	}
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	return start(t, port, store, nil)
+	return start(t, port, store, edit)
 }
 
 // RunServerWith is RunServer with the options changed by edit first (e.g. a small
@@ -118,6 +128,9 @@ func start(t testing.TB, port int, store string, edit func(*server.Options)) *se
 	if err != nil {
 		t.Fatalf("creating nats-server: %v", err)
 	}
+	if edit != nil {
+		edits.Store(srv, edit)
+	}
 	srv.Start()
 	if !srv.ReadyForConnections(10 * time.Second) {
 		srv.Shutdown()
@@ -126,6 +139,7 @@ func start(t testing.TB, port int, store string, edit func(*server.Options)) *se
 	t.Cleanup(func() {
 		srv.Shutdown()
 		srv.WaitForShutdown()
+		edits.Delete(srv)
 	})
 	return srv
 }
