@@ -46,6 +46,7 @@ type config struct {
 func (c config) logDir() string     { return filepath.Join(c.state, "logs") }
 func (c config) pidFile() string    { return filepath.Join(c.state, "supervisor.pid") }
 func (c config) readyFile() string  { return filepath.Join(c.state, "ready") }
+func (c config) pidDir() string     { return filepath.Join(c.state, "pids") }
 func (c config) envFile() string    { return filepath.Join(c.state, "env") }
 func (c config) clusterDir() string { return filepath.Join(c.state, "cluster") }
 func (c config) natsURL() string    { return "nats://127.0.0.1:" + strconv.Itoa(c.natsPort) }
