@@ -352,7 +352,7 @@ func (s *soak) checkLoop(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
-		s.check(ctx, false)
+		_, _ = s.check(ctx, false) // a failed check is counted and printed
 		select {
 		case <-ctx.Done():
 			return
@@ -361,8 +361,9 @@ func (s *soak) checkLoop(ctx context.Context) {
 	}
 }
 
-// check runs the invariants once, records what it finds, and returns the violations.
-func (s *soak) check(ctx context.Context, final bool) []e2e.Violation {
+// check runs the invariants once and returns the violations; a running check (not final)
+// records them, the settle records what the last final check still finds.
+func (s *soak) check(ctx context.Context, final bool) ([]e2e.Violation, error) {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	v, err := e2e.Violations(cctx, s.t.Client, s.t.Emu, e2e.InvariantOptions{
@@ -375,17 +376,16 @@ func (s *soak) check(ctx context.Context, final bool) []e2e.Violation {
 			s.report.CheckErrors++
 			fmt.Fprintf(s.opt.Out, "%s  check failed: %v\n", s.stamp(), err)
 		}
-		return nil
+		return nil, err
 	}
 	s.report.Checks++
 	s.lastView = look
-	if final {
-		return v // the caller records what the settled check still finds
+	if !final {
+		for _, x := range v {
+			s.record(x, false)
+		}
 	}
-	for _, x := range v {
-		s.record(x, false)
-	}
-	return v
+	return v, nil
 }
 
 // record counts one violation; the first sighting is printed.
@@ -448,11 +448,8 @@ func (s *soak) settle(ctx context.Context) {
 	fmt.Fprintf(s.opt.Out, "%s  injecting stopped; settling (at most %s) for the final check\n", s.stamp(), s.opt.Settle)
 	t0 := time.Now()
 	for {
-		v := s.check(ctx, true)
-		s.mu.Lock()
-		ok := s.report.CheckErrors == 0 || s.lastView != (view{}) // a check ran
-		s.mu.Unlock()
-		if len(v) == 0 && ok && ctx.Err() == nil {
+		v, err := s.check(ctx, true)
+		if err == nil && len(v) == 0 && ctx.Err() == nil {
 			s.report.FinalOK = true
 			s.report.FinalWaited = time.Since(t0)
 			fmt.Fprintf(s.opt.Out, "%s  final check: no violation (settled in %s)\n", s.stamp(), s.report.FinalWaited.Round(100*time.Millisecond))
