@@ -114,10 +114,11 @@ type soak struct {
 	rng   *rand.Rand
 	start time.Time
 
-	mu       sync.Mutex
-	report   Report
-	seen     map[string]int // violation → index in report.Violations
-	lastView view
+	mu          sync.Mutex
+	interrupted map[string]bool // instances already sent a warning
+	report      Report
+	seen        map[string]int // violation → index in report.Violations
+	lastView    view
 }
 
 // view is what the last check saw, for the progress line.
@@ -131,7 +132,7 @@ func Run(ctx context.Context, t Target, opt Options) (*Report, error) {
 	if opt.Out == nil {
 		opt.Out = io.Discard
 	}
-	s := &soak{t: t, opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x5eed)), seen: map[string]int{}}
+	s := &soak{t: t, opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x5eed)), seen: map[string]int{}, interrupted: map[string]bool{}}
 	s.report = Report{Seed: opt.Seed, Faults: map[string]int{}, Kills: map[string]int{}}
 	if err := s.setup(ctx); err != nil {
 		return nil, err
@@ -323,8 +324,9 @@ func (s *soak) scale(ctx context.Context) (string, error) {
 	return fmt.Sprintf("%s %d → %d", w.name, from, to), nil
 }
 
-// interrupt sends a spot interruption for a random running spot instance of the cluster; ""
-// when there is none.
+// interrupt sends a spot interruption for a random running spot instance of the cluster not
+// warned before (a drain held by the PDB can keep one running for its two minutes); "" when
+// there is none.
 func (s *soak) interrupt(ctx context.Context) (string, error) {
 	insts, err := s.t.Emu.Instances(ctx)
 	if err != nil {
@@ -332,7 +334,7 @@ func (s *soak) interrupt(ctx context.Context) (string, error) {
 	}
 	var ids []string
 	for _, i := range insts {
-		if i.State == "running" && i.CapacityType == "spot" && hasTag(i.Tags, ec2v1.TagNodeClaim) {
+		if i.State == "running" && i.CapacityType == "spot" && hasTag(i.Tags, ec2v1.TagNodeClaim) && !s.interrupted[i.ID] {
 			ids = append(ids, i.ID)
 		}
 	}
@@ -344,6 +346,7 @@ func (s *soak) interrupt(ctx context.Context) (string, error) {
 	if err := s.t.Emu.Interrupt(ctx, "spot-interruption", id); err != nil {
 		return "", fmt.Errorf("interrupting %s: %w", id, err)
 	}
+	s.interrupted[id] = true
 	return id, nil
 }
 
@@ -503,7 +506,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "scale events:         %d\n", r.Faults[FaultScale])
 	fmt.Fprintf(w, "interruptions:        %d\n", r.Faults[FaultInterrupt])
 	fmt.Fprintf(w, "kills:                %d (%s)\n", r.Faults[FaultKill], counts(r.Kills))
-	fmt.Fprintf(w, "ticks with no target: %d (no running spot instance to interrupt)\n", r.Skipped)
+	fmt.Fprintf(w, "ticks with no target: %d (no running spot instance left to interrupt)\n", r.Skipped)
 	fmt.Fprintf(w, "invariant checks:     %d (%d could not read the cluster)\n", r.Checks, r.CheckErrors)
 	if len(r.InjectErrors) > 0 {
 		fmt.Fprintf(w, "injections that failed: %d\n", len(r.InjectErrors))
