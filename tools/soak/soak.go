@@ -132,8 +132,7 @@ func Run(ctx context.Context, t Target, opt Options) (*Report, error) {
 	if opt.Out == nil {
 		opt.Out = io.Discard
 	}
-	s := &soak{t: t, opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x5eed)), seen: map[string]int{}, interrupted: map[string]bool{}}
-	s.report = Report{Seed: opt.Seed, Faults: map[string]int{}, Kills: map[string]int{}}
+	s := newSoak(t, opt)
 	if err := s.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -153,6 +152,11 @@ func Run(ctx context.Context, t Target, opt Options) (*Report, error) {
 	s.settle(ctx)
 	s.report.Elapsed = time.Since(s.start)
 	return &s.report, nil
+}
+
+func newSoak(t Target, opt Options) *soak {
+	return &soak{t: t, opt: opt, rng: rand.New(rand.NewPCG(opt.Seed, opt.Seed^0x5eed)), seen: map[string]int{}, interrupted: map[string]bool{},
+		report: Report{Seed: opt.Seed, Faults: map[string]int{}, Kills: map[string]int{}}}
 }
 
 // setup creates the namespace, the soak's NodePool and EC2NodeClass, the Deployments (each
@@ -248,24 +252,24 @@ func ptr[T any](v T) *T { return &v }
 // quarter interrupt a spot instance, a quarter kill a service.
 func (s *soak) injectLoop(ctx context.Context) {
 	for {
-		pause := s.opt.TickMin + time.Duration(s.rng.Int64N(int64(s.opt.TickMax-s.opt.TickMin)+1))
+		d := s.draw()
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(pause):
+		case <-time.After(d.pause):
 		}
 		var kind, what string
 		var err error
-		switch r := s.rng.IntN(4); {
-		case r < 2:
+		switch {
+		case d.kind < 2:
 			kind = FaultScale
-			what, err = s.scale(ctx)
-		case r == 2:
+			what, err = s.scale(ctx, d)
+		case d.kind == 2:
 			kind = FaultInterrupt
-			what, err = s.interrupt(ctx)
+			what, err = s.interrupt(ctx, d)
 		default:
 			kind = FaultKill
-			name := s.t.Services[s.rng.IntN(len(s.t.Services))]
+			name := s.t.Services[d.service]
 			what, err = s.t.Kill(ctx, name)
 			if err == nil {
 				s.mu.Lock()
@@ -291,6 +295,28 @@ func (s *soak) injectLoop(ctx context.Context) {
 	}
 }
 
+// draw is one tick's random choices, all drawn up front whatever the tick then does, so a
+// seed gives the same sequence of choices however the stack behaves.
+type draw struct {
+	pause    time.Duration
+	kind     int // 0, 1: scale; 2: interrupt; 3: kill
+	workload int
+	n        uint64 // replicas to scale to, or which instance to interrupt
+	down     bool   // the PDB'd workload steps down rather than up
+	service  int
+}
+
+func (s *soak) draw() draw {
+	return draw{
+		pause:    s.opt.TickMin + time.Duration(s.rng.Int64N(int64(s.opt.TickMax-s.opt.TickMin)+1)),
+		kind:     s.rng.IntN(4),
+		workload: s.rng.IntN(len(workloads)),
+		n:        s.rng.Uint64(),
+		down:     s.rng.IntN(2) == 0,
+		service:  s.rng.IntN(len(s.t.Services)),
+	}
+}
+
 func (s *soak) stamp() string {
 	return fmt.Sprintf("[%6.1fs]", time.Since(s.start).Seconds())
 }
@@ -298,17 +324,17 @@ func (s *soak) stamp() string {
 // scale moves one Deployment's replicas. The one under a PDB moves by one at a time and only
 // down when all its pods are ready: a scale-down is not a disruption its budget governs, so a
 // bigger step would show as a broken budget that no node autoscaler caused.
-func (s *soak) scale(ctx context.Context) (string, error) {
-	w := workloads[s.rng.IntN(len(workloads))]
+func (s *soak) scale(ctx context.Context, dr draw) (string, error) {
+	w := workloads[dr.workload]
 	var d appsv1.Deployment
 	if err := s.t.Client.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: w.name}, &d); err != nil {
 		return "", fmt.Errorf("reading deployment %s: %w", w.name, err)
 	}
 	from := *d.Spec.Replicas
-	to := s.rng.Int32N(w.max + 1)
+	to := int32(dr.n % uint64(w.max+1))
 	if w.pdb {
 		to = from + 1
-		if from > 0 && (from == w.max || s.rng.IntN(2) == 0) && d.Status.ReadyReplicas == from && d.Status.Replicas == from {
+		if from > 0 && (from == w.max || dr.down) && d.Status.ReadyReplicas == from && d.Status.Replicas == from {
 			to = from - 1
 		}
 		to = min(to, w.max)
@@ -327,7 +353,7 @@ func (s *soak) scale(ctx context.Context) (string, error) {
 // interrupt sends a spot interruption for a random running spot instance of the cluster not
 // warned before (a drain held by the PDB can keep one running for its two minutes); "" when
 // there is none.
-func (s *soak) interrupt(ctx context.Context) (string, error) {
+func (s *soak) interrupt(ctx context.Context, dr draw) (string, error) {
 	insts, err := s.t.Emu.Instances(ctx)
 	if err != nil {
 		return "", fmt.Errorf("listing instances: %w", err)
@@ -342,7 +368,7 @@ func (s *soak) interrupt(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	sort.Strings(ids)
-	id := ids[s.rng.IntN(len(ids))]
+	id := ids[dr.n%uint64(len(ids))]
 	if err := s.t.Emu.Interrupt(ctx, "spot-interruption", id); err != nil {
 		return "", fmt.Errorf("interrupting %s: %w", id, err)
 	}

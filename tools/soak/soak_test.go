@@ -83,3 +83,25 @@ func TestParseConfigBoundsTheRun(t *testing.T) {
 		assert.Error(t, err, "%v", bad)
 	}
 }
+
+// The seed alone fixes every tick's choices, whatever the stack does in between, so --seed
+// replays a run's faults; and the test's seed draws every kind early.
+func TestSeedFixesTheDraws(t *testing.T) {
+	draws := func(seed uint64) []draw {
+		s := newSoak(Target{Services: services}, Options{Seed: seed, TickMin: time.Second, TickMax: 3 * time.Second})
+		out := make([]draw, 20)
+		for i := range out {
+			out[i] = s.draw()
+		}
+		return out
+	}
+	assert.Equal(t, draws(13), draws(13))
+	assert.NotEqual(t, draws(13), draws(14))
+	kinds := map[int]bool{}
+	for _, d := range draws(13) {
+		kinds[d.kind] = true // 0, 1: scale; 2: interrupt; 3: kill
+		assert.GreaterOrEqual(t, d.pause, time.Second)
+		assert.LessOrEqual(t, d.pause, 3*time.Second)
+	}
+	assert.True(t, (kinds[0] || kinds[1]) && kinds[2] && kinds[3], "seed 13 draws a scale, an interruption and a kill in its first 20 ticks")
+}
