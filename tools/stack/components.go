@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -91,11 +92,13 @@ func startComponents(ctx context.Context, cfg config, cluster *localcluster.Clus
 			fmt.Printf("stack: %s not built, skipped\n", c.name)
 			continue
 		}
-		p, err := proc.Start(c.name, bin, c.args, c.env, cfg.logDir())
+		p, err := startComponent(cfg, cluster, c.name)
+		if p != nil {
+			started = append(started, p)
+		}
 		if err != nil {
 			return started, err
 		}
-		started = append(started, p)
 		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		err = proc.WaitFor(wctx, p, c.name, func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, c.health, "") })
 		cancel()
@@ -105,6 +108,36 @@ func startComponents(ctx context.Context, cfg config, cluster *localcluster.Clus
 		fmt.Printf("stack: %s ready (%s, log %s)\n", c.name, c.health, p.LogPath)
 	}
 	return started, nil
+}
+
+// startComponent starts one component by name (at first, or again after it died); for a
+// service it records "<pid> <readiness URL>" in <state>/pids/<name>.pid, which the soak
+// (tools/soak) reads to kill it.
+func startComponent(cfg config, cluster *localcluster.Cluster, name string) (*proc.Process, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("locating own binary: %w", err)
+	}
+	for _, c := range components(cfg, cluster) {
+		if c.name != name {
+			continue
+		}
+		p, err := proc.Start(c.name, filepath.Join(filepath.Dir(exe), c.name), c.args, c.env, cfg.logDir())
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(services, name) {
+			if err := os.MkdirAll(cfg.pidDir(), 0o755); err != nil {
+				return p, fmt.Errorf("creating %s: %w", cfg.pidDir(), err)
+			}
+			line := strconv.Itoa(p.Pid()) + " " + c.health + "\n"
+			if err := os.WriteFile(filepath.Join(cfg.pidDir(), name+".pid"), []byte(line), 0o644); err != nil {
+				return p, fmt.Errorf("recording %s's pid: %w", name, err)
+			}
+		}
+		return p, nil
+	}
+	return nil, fmt.Errorf("no component %q", name)
 }
 
 // prepareCluster installs the CRDs and the services' namespace, as the deploy manifests would.

@@ -1,6 +1,7 @@
 // Command stack runs Fleetwright's local stack without Docker: a real Kubernetes control plane
 // with kwok kubelets (tools/localcluster) and a real nats-server with JetStream, each a child
-// of one background supervisor, logging under .local/logs.
+// of one background supervisor, logging under .local/logs. The supervisor starts a service
+// that dies again (backing off a crash loop) and records its pid in .local/pids/<service>.pid.
 //
 //	stack build    build the control-plane binaries into the cache (progress shown)
 //	stack up       start the supervisor in the background, wait until ready, write .local/env
@@ -46,6 +47,7 @@ type config struct {
 func (c config) logDir() string     { return filepath.Join(c.state, "logs") }
 func (c config) pidFile() string    { return filepath.Join(c.state, "supervisor.pid") }
 func (c config) readyFile() string  { return filepath.Join(c.state, "ready") }
+func (c config) pidDir() string     { return filepath.Join(c.state, "pids") }
 func (c config) envFile() string    { return filepath.Join(c.state, "env") }
 func (c config) clusterDir() string { return filepath.Join(c.state, "cluster") }
 func (c config) natsURL() string    { return "nats://127.0.0.1:" + strconv.Itoa(c.natsPort) }

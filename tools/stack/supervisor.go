@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -98,6 +99,8 @@ func supervise(ctx context.Context, cfg config) error {
 	}
 	defer os.Remove(cfg.pidFile())
 	defer os.Remove(cfg.readyFile())
+	_ = os.RemoveAll(cfg.pidDir())
+	defer os.RemoveAll(cfg.pidDir())
 
 	cluster, err := localcluster.Start(ctx, localcluster.Options{
 		Dir: cfg.clusterDir(), Out: os.Stdout, APIServerPort: cfg.apiPort, Fresh: true,
@@ -152,25 +155,74 @@ func supervise(ctx context.Context, cfg config) error {
 		return fmt.Errorf("writing ready marker: %w", err)
 	}
 	fmt.Println("stack: ready")
-	// Watch the children: report a death once, keep the rest running so its log can be read.
+	// Watch the children: a service that dies is started again, as its container would be (a
+	// crash loop backs off); any other death is reported once, the rest kept running so its
+	// log can be read.
 	reported := map[string]bool{}
+	restarts := map[string]*restart{}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(2 * time.Second):
+		case <-time.After(500 * time.Millisecond):
 		}
 		if err := cluster.Healthy(); err != nil && !reported["cluster"] {
 			fmt.Printf("stack: %v\n", err)
 			reported["cluster"] = true
 		}
-		for _, p := range append([]*proc.Process{nats}, procs...) {
-			if !p.Running() && !reported[p.Name] {
-				fmt.Printf("stack: %v\n", p.ExitError())
-				reported[p.Name] = true
+		if !nats.Running() && !reported[nats.Name] {
+			fmt.Printf("stack: %v\n", nats.ExitError())
+			reported[nats.Name] = true
+		}
+		for i, p := range procs {
+			if p.Running() {
+				continue
 			}
+			if !slices.Contains(services, p.Name) {
+				if !reported[p.Name] {
+					fmt.Printf("stack: %v\n", p.ExitError())
+					reported[p.Name] = true
+				}
+				continue
+			}
+			r := restarts[p.Name]
+			if r == nil {
+				r = &restart{}
+				restarts[p.Name] = r
+			}
+			if !r.due(time.Now()) {
+				continue
+			}
+			fmt.Printf("stack: %v; starting it again\n", p.ExitError())
+			np, err := startComponent(cfg, cluster, p.Name)
+			if err != nil {
+				fmt.Printf("stack: %v\n", err)
+				continue
+			}
+			procs[i] = np
 		}
 	}
+}
+
+// restart spaces out the restarts of one service: at once after a run of a minute or more,
+// else after a delay that doubles up to a minute, so a crash loop does not spin.
+type restart struct {
+	last  time.Time
+	delay time.Duration
+}
+
+func (r *restart) due(now time.Time) bool {
+	if !r.last.IsZero() && now.Sub(r.last) < r.delay {
+		return false
+	}
+	switch {
+	case r.last.IsZero() || now.Sub(r.last) > time.Minute+r.delay:
+		r.delay = time.Second
+	default:
+		r.delay = min(2*r.delay, time.Minute)
+	}
+	r.last = now
+	return true
 }
 
 func writeEnv(cfg config, cluster *localcluster.Cluster) error {
