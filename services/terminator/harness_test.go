@@ -105,6 +105,9 @@ func newEnv(t *testing.T, seed int64) *env {
 	conn, err := bus.Connect(ctx, bus.Config{URL: nsrv.ClientURL(), Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
+	// The streams the launcher would create (the terminator makes only its own and waits for
+	// the rest).
+	require.NoError(t, conn.EnsureStreams(ctx))
 
 	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
 	_, err = kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
