@@ -11,21 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
-	ec2v1alpha1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1alpha1"
-	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
-	"github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1alpha5"
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -122,15 +114,9 @@ func NewStackWith(t testing.TB, opt Options) *Stack {
 	s.NATSURL = strings.Join(urls, ",")
 	s.Kube, err = c.Client()
 	require.NoError(t, err)
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, ec2v1.AddToScheme, v1alpha5.AddToScheme, ec2v1alpha1.AddToScheme} {
-		require.NoError(t, add(scheme))
-	}
 	rc, err := c.RESTConfig()
 	require.NoError(t, err)
-	// Its client logs through controller-runtime's logger; say nothing rather than warn that none is set.
-	crlog.SetLogger(logr.Discard())
-	s.Client, err = client.New(rc, client.Options{Scheme: scheme})
+	s.Client, err = NewClient(rc)
 	require.NoError(t, err)
 
 	emuAddr := FreeAddr(t)

@@ -16,7 +16,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	_ "embed"
 	"errors"
@@ -30,14 +29,11 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	emuclient "github.com/fleetwright/fleetwright/tools/awsemu/client"
+	"github.com/fleetwright/fleetwright/tools/e2e"
 )
 
 //go:embed testdata/pool.yaml
@@ -96,7 +92,7 @@ func run(ctx context.Context, args []string) error {
 	default:
 		return fmt.Errorf("--stack %q: want running or own", *stack)
 	}
-	env, err := readEnv(filepath.Join(*state, "env"))
+	env, err := e2e.ReadStackEnv(filepath.Join(*state, "env"))
 	if err != nil {
 		return fmt.Errorf("%w (start the stack with `make up`, or pass --stack own)", err)
 	}
@@ -135,14 +131,7 @@ func localTarget(env map[string]string) (Target, error) {
 	if err != nil {
 		return Target{}, err
 	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return Target{}, err
-	}
-	if err := karpv1.AddToScheme(scheme); err != nil {
-		return Target{}, err
-	}
-	c, err := client.New(rc, client.Options{Scheme: scheme})
+	c, err := e2e.NewClient(rc)
 	if err != nil {
 		return Target{}, err
 	}
@@ -152,24 +141,6 @@ func localTarget(env map[string]string) (Target, error) {
 	}
 	return Target{Kube: kube, Client: c, Emu: emuclient.New(strings.TrimSuffix(env["AWSEMU_ADMIN_URL"], "/_emu")),
 		NATSURL: env["NATS_URL"], Admin: admin}, nil
-}
-
-// readEnv reads the `export K=V` lines of the stack's env file.
-func readEnv(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the stack's env: %w", err)
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "export ")
-		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
-			out[k] = v
-		}
-	}
-	return out, sc.Err()
 }
 
 func applyManifest(ctx context.Context, env map[string]string, manifest []byte) error {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -17,18 +16,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/nats-io/nats-server/v2/server"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
-	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	emuclient "github.com/fleetwright/fleetwright/tools/awsemu/client"
+	"github.com/fleetwright/fleetwright/tools/e2e"
 	"github.com/fleetwright/fleetwright/tools/localcluster"
 	"github.com/fleetwright/fleetwright/tools/proc"
 )
@@ -225,28 +217,12 @@ func (s *ownStack) target() (Target, error) {
 			return Target{}, err
 		}
 	}
-	c, err := newClient(rc)
+	c, err := e2e.NewClient(rc)
 	if err != nil {
 		return Target{}, err
 	}
 	return Target{Client: c, Emu: emuclient.New(s.emuURL), Services: services, Kill: s.kill,
 		GCWindow: ownGCGrace + ownGCInterval + restartAllowance}, nil
-}
-
-func newClient(rc *rest.Config) (client.Client, error) {
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, karpv1.AddToScheme, ec2v1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			return nil, err
-		}
-	}
-	// Its client logs through controller-runtime's logger; say nothing rather than warn that none is set.
-	crlog.SetLogger(logr.Discard())
-	c, err := client.New(rc, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, fmt.Errorf("creating client: %w", err)
-	}
-	return c, nil
 }
 
 func freeAddr() (string, error) {
@@ -283,21 +259,9 @@ func supervisorAlive(state string) bool {
 
 func openRunningStack(state string) (*runningStack, error) {
 	path := filepath.Join(state, "env")
-	f, err := os.Open(path)
+	env, err := e2e.ReadStackEnv(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading the running stack's env file: %w", err)
-	}
-	defer f.Close()
-	env := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "export ")
-		if k, v, found := strings.Cut(line, "="); ok && found {
-			env[k] = v
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
+		return nil, err
 	}
 	for _, k := range []string{"KUBECONFIG", "AWSEMU_ADMIN_URL"} {
 		if env[k] == "" {
@@ -328,7 +292,7 @@ func (r *runningStack) target() (Target, error) {
 		return Target{}, fmt.Errorf("the running stack records no service pids in %s (a supervisor from before the soak, or no service built): `make down && make up`, or --own-stack",
 			filepath.Join(r.state, "pids"))
 	}
-	c, err := newClient(rc)
+	c, err := e2e.NewClient(rc)
 	if err != nil {
 		return Target{}, err
 	}
