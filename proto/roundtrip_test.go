@@ -20,6 +20,7 @@ import (
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
+	schedulerv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/scheduler/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
 
@@ -38,6 +39,8 @@ func TestTopLevelMessagesRoundTrip(t *testing.T) {
 		{"fleetwright.termination.v1.TerminationIntent", terminationIntent()},
 		{"fleetwright.termination.v1.TerminationResult", terminationResult()},
 		{"fleetwright.termination.v1.DisruptionDecision", disruptionDecision()},
+		{"fleetwright.scheduler.v1.SimulateRequest", &schedulerv1.SimulateRequest{Pods: []*podsv1.PodProjection{podProjection()}}},
+		{"fleetwright.scheduler.v1.SimulateResponse", simulateResponse()},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.fullName), func(t *testing.T) {
@@ -348,6 +351,7 @@ func launchIntent() *launchv1.LaunchIntent {
 			ClusterDns:                  []string{"10.100.0.10"},
 		},
 		CreateTime: timestamppb.New(t0),
+		BatchId:    "batch-1",
 	}
 }
 
@@ -499,5 +503,17 @@ func disruptionDecision() *terminationv1.DisruptionDecision {
 		Why:                       "pods fit on one cheaper node (saves $0.05/h)",
 		SavingsUsdPerHour:         0.05,
 		DecidedAt:                 timestamppb.New(t0),
+	}
+}
+
+func simulateResponse() *schedulerv1.SimulateResponse {
+	return &schedulerv1.SimulateResponse{
+		NodeClaims: []*schedulerv1.SimulatedNodeClaim{{NodePoolName: "default",
+			InstanceTypes: []*schedulerv1.SimulatedInstanceType{{Name: "m5.large", Offerings: []*catalogv1.Offering{offering()}}},
+			Pods:          []*commonv1.PodRef{podRef()}, PriceUsdPerHour: 0.096, Requests: resources()}},
+		Placements:      []*schedulerv1.SimulatedPlacement{{Pod: podRef(), Node: "ip-10-0-0-1.ec2.internal"}},
+		Unschedulable:   []*schedulerv1.SimulatedUnschedulable{{Pod: podRef(), Reason: "nodepool default: did not tolerate taint"}},
+		PriceUsdPerHour: 0.096,
+		AnsweredBy:      "scheduler-0",
 	}
 }
