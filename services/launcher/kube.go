@@ -163,18 +163,24 @@ func (k *kubeClaims) MarkLaunched(ctx context.Context, name string, info launchI
 	})
 }
 
-func (k *kubeClaims) MarkRegistered(ctx context.Context, name, nodeName string) error {
-	return k.update(ctx, name, func(nc *karpv1.NodeClaim) {
+func (k *kubeClaims) MarkRegistered(ctx context.Context, name, nodeName string) (bool, error) {
+	var changed bool
+	err := k.update(ctx, name, func(nc *karpv1.NodeClaim) {
+		changed = nc.Status.NodeName != nodeName || !nc.IsTrue(karpv1.ConditionTypeRegistered)
 		nc.Status.NodeName = nodeName
 		nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeRegistered, Status: metav1.ConditionTrue, Reason: "Registered", Message: "node " + nodeName})
 	})
+	return changed, err
 }
 
-func (k *kubeClaims) MarkInitialized(ctx context.Context, name string) error {
-	return k.update(ctx, name, func(nc *karpv1.NodeClaim) {
+func (k *kubeClaims) MarkInitialized(ctx context.Context, name string) (bool, error) {
+	var changed bool
+	err := k.update(ctx, name, func(nc *karpv1.NodeClaim) {
+		changed = !nc.IsTrue(karpv1.ConditionTypeInitialized) || !nc.IsTrue("Ready")
 		nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", Message: "node is ready"})
 		nc.SetCondition(metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "launched, registered and initialized"})
 	})
+	return changed, err
 }
 
 func (k *kubeClaims) Fail(ctx context.Context, name, reason, message string) error {
