@@ -287,6 +287,10 @@ func (k *kubeNodes) Adopt(ctx context.Context, name string, labels, annotations 
 		if err != nil {
 			return fmt.Errorf("getting node %s: %w", name, err)
 		}
+		// Taints are synced once, at registration, as in Karpenter: a node registered already
+		// (a second pass on a cache a moment behind) keeps the taints it has, so a startup taint
+		// its agent removed meanwhile does not come back.
+		registered := n.Labels[karpv1.NodeRegisteredLabelKey] == "true"
 		if n.Labels == nil {
 			n.Labels = map[string]string{}
 		}
@@ -296,7 +300,7 @@ func (k *kubeNodes) Adopt(ctx context.Context, name string, labels, annotations 
 		}
 		maps.Copy(n.Annotations, annotations)
 		for _, t := range addTaints {
-			if !slices.ContainsFunc(n.Spec.Taints, func(have corev1.Taint) bool { return have.MatchTaint(&t) }) {
+			if !registered && !slices.ContainsFunc(n.Spec.Taints, func(have corev1.Taint) bool { return have.MatchTaint(&t) }) {
 				n.Spec.Taints = append(n.Spec.Taints, t)
 			}
 		}

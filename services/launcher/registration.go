@@ -31,8 +31,8 @@ type nodeState struct {
 // nodeStore reads and patches Nodes.
 type nodeStore interface {
 	List(ctx context.Context) ([]nodeState, error)
-	// Adopt labels and annotates the node for its claim, adds the taints it lacks, removes the
-	// given ones and finalizes it.
+	// Adopt labels and annotates the node for its claim, adds the taints it lacks (only while it
+	// is not yet labelled karpenter.sh/registered), removes the given ones and finalizes it.
 	Adopt(ctx context.Context, name string, labels, annotations map[string]string, addTaints []corev1.Taint, removeTaints []string) error
 }
 
