@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -321,4 +322,37 @@ func byIndex[T any](inf cache.SharedIndexInformer, index, key string) []*T {
 		}
 	}
 	return out
+}
+
+// OnChange calls changed after each add, update or delete the given informers (this cache's
+// own: c.Nodes, c.NodeClaims, ...) deliver, once the cache holds the change. It is a nudge,
+// not the object: a service reads what it needs from the cache. An update that changes nothing
+// (the same resource version) is not passed on. changed runs on the informer's delivery
+// goroutine, so it must not block: a service coalesces with a service.Trigger.
+// An informer this cache does not hold (nil: not asked for in Want) is an error.
+func (c *Cache) OnChange(changed func(), infs ...cache.SharedIndexInformer) error {
+	if len(infs) == 0 {
+		return errors.New("OnChange: no informer given")
+	}
+	h := cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { changed() },
+		UpdateFunc: func(old, cur any) {
+			o, oerr := meta.Accessor(old)
+			n, nerr := meta.Accessor(cur)
+			if oerr == nil && nerr == nil && o.GetResourceVersion() == n.GetResourceVersion() {
+				return
+			}
+			changed()
+		},
+		DeleteFunc: func(any) { changed() },
+	}
+	for i, inf := range infs {
+		if inf == nil {
+			return fmt.Errorf("OnChange: informer %d is not held by this cache (ask for it in Want)", i)
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return fmt.Errorf("OnChange: adding an event handler: %w", err)
+		}
+	}
+	return nil
 }

@@ -22,3 +22,12 @@ func TestWarningsAreLoggedOncePerVersion(t *testing.T) {
 	warn("42")
 	assert.Equal(t, 2, strings.Count(buf.String(), "skipping"))
 }
+
+// Asking to hear of an informer the cache does not hold (not in its Want) is an error, not a
+// callback that never comes.
+func TestOnChangeRefusesInformersNotHeld(t *testing.T) {
+	c := &Cache{}
+	err := c.OnChange(func() {}, c.Nodes)
+	assert.ErrorContains(t, err, "not held by this cache")
+	assert.Error(t, c.OnChange(func() {}))
+}

@@ -332,3 +332,36 @@ func Every(ctx context.Context, d time.Duration, f func()) error {
 		}
 	}
 }
+
+// Trigger coalesces nudges into runs: Kick never blocks, and any number of kicks before the
+// runner gets to them make one run. Make it with NewTrigger.
+type Trigger chan struct{}
+
+// NewTrigger makes a Trigger.
+func NewTrigger() Trigger { return make(Trigger, 1) }
+
+// Kick asks for a run; a run already asked for absorbs it.
+func (t Trigger) Kick() {
+	select {
+	case t <- struct{}{}:
+	default:
+	}
+}
+
+// EveryOrKicked is Every that also runs f when kicked: at once, then after each kick and every
+// d as a safety net, until ctx ends. Kicks during a run make one more run after it, so a burst
+// of changes yields a couple of runs, never one a kick; a run that changes nothing only causes
+// more runs if something else kicks.
+func EveryOrKicked(ctx context.Context, d time.Duration, kick Trigger, f func()) error {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		f()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-kick:
+		}
+	}
+}

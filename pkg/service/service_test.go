@@ -301,3 +301,32 @@ func freeAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// A burst of kicks while a run is under way makes one more run, not one a kick, and a run
+// nothing kicked is not followed by another until the next kick.
+func TestEveryOrKickedCoalescesKicks(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	kick := NewTrigger()
+	ran, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() { done <- EveryOrKicked(ctx, time.Hour, kick, func() { ran <- struct{}{}; <-release }) }()
+
+	<-ran // the first run, at once
+	for range 500 {
+		kick.Kick() // never blocks
+	}
+	release <- struct{}{}
+	<-ran // one run for the whole burst
+	release <- struct{}{}
+	select {
+	case <-ran:
+		t.Fatal("a run nobody kicked")
+	case <-time.After(300 * time.Millisecond):
+	}
+	kick.Kick()
+	<-ran
+	release <- struct{}{}
+	cancel()
+	require.NoError(t, <-done)
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"time"
 
 	"github.com/fleetwright/fleetwright/pkg/service"
@@ -20,6 +21,7 @@ type config struct {
 	CatalogRefresh         time.Duration
 	ResolverTTL            time.Duration
 	StatusInterval         time.Duration
+	RegistrationResync     time.Duration
 	TemplateGC             time.Duration
 	UnavailableTTL         time.Duration
 	SpotPriceModelled      bool
@@ -40,6 +42,8 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.CatalogRefresh, "catalog-refresh", service.EnvDuration("CATALOG_REFRESH", 5*time.Minute), "how often to republish the instance catalog (env CATALOG_REFRESH)")
 	fs.DurationVar(&c.StatusInterval, "status-interval", service.EnvDuration("STATUS_INTERVAL", 5*time.Second),
 		"how often EC2NodeClass and NodePool statuses, their hash annotations, and NodeClaims' Drifted conditions are brought up to date (env STATUS_INTERVAL)")
+	fs.DurationVar(&c.RegistrationResync, "registration-resync", service.EnvDuration("REGISTRATION_RESYNC", 10*time.Second),
+		"registration runs on every Node and NodeClaim change; this is how often it also runs regardless, as a safety net (env REGISTRATION_RESYNC)")
 	fs.DurationVar(&c.TemplateGC, "template-gc-interval", service.EnvDuration("LAUNCH_TEMPLATE_GC_INTERVAL", 5*time.Minute),
 		"how often launch templates and instance profiles of node classes that no longer exist are deleted (env LAUNCH_TEMPLATE_GC_INTERVAL)")
 	fs.DurationVar(&c.ResolverTTL, "resolver-ttl", service.EnvDuration("RESOLVER_TTL", time.Minute), "cache time for subnets, security groups, AMIs and launch templates (env RESOLVER_TTL)")
@@ -56,6 +60,12 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.Workers < 1 {
 		errs = append(errs, errors.New("--workers must be at least 1"))
+	}
+	for name, d := range map[string]time.Duration{"--registration-resync": c.RegistrationResync, "--status-interval": c.StatusInterval,
+		"--template-gc-interval": c.TemplateGC, "--catalog-refresh": c.CatalogRefresh} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
+		}
 	}
 	return c, errors.Join(errs...)
 }

@@ -85,8 +85,10 @@ type claimStore interface {
 	// offered to the scheduler again.
 	Fail(ctx context.Context, name, reason, message string) error
 	List(ctx context.Context) ([]claimState, error)
-	MarkRegistered(ctx context.Context, name, nodeName string) error
-	MarkInitialized(ctx context.Context, name string) error
+	// MarkRegistered and MarkInitialized report whether they changed the claim: false when the
+	// API server has it so already (a pass that ran on a cache a moment behind its own write).
+	MarkRegistered(ctx context.Context, name, nodeName string) (bool, error)
+	MarkInitialized(ctx context.Context, name string) (bool, error)
 	Delete(ctx context.Context, name string) error
 }
 

@@ -163,18 +163,24 @@ func (k *kubeClaims) MarkLaunched(ctx context.Context, name string, info launchI
 	})
 }
 
-func (k *kubeClaims) MarkRegistered(ctx context.Context, name, nodeName string) error {
-	return k.update(ctx, name, func(nc *karpv1.NodeClaim) {
+func (k *kubeClaims) MarkRegistered(ctx context.Context, name, nodeName string) (bool, error) {
+	var changed bool
+	err := k.update(ctx, name, func(nc *karpv1.NodeClaim) {
+		changed = nc.Status.NodeName != nodeName || !nc.IsTrue(karpv1.ConditionTypeRegistered)
 		nc.Status.NodeName = nodeName
 		nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeRegistered, Status: metav1.ConditionTrue, Reason: "Registered", Message: "node " + nodeName})
 	})
+	return changed, err
 }
 
-func (k *kubeClaims) MarkInitialized(ctx context.Context, name string) error {
-	return k.update(ctx, name, func(nc *karpv1.NodeClaim) {
+func (k *kubeClaims) MarkInitialized(ctx context.Context, name string) (bool, error) {
+	var changed bool
+	err := k.update(ctx, name, func(nc *karpv1.NodeClaim) {
+		changed = !nc.IsTrue(karpv1.ConditionTypeInitialized) || !nc.IsTrue("Ready")
 		nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", Message: "node is ready"})
 		nc.SetCondition(metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "launched, registered and initialized"})
 	})
+	return changed, err
 }
 
 func (k *kubeClaims) Fail(ctx context.Context, name, reason, message string) error {
@@ -281,6 +287,10 @@ func (k *kubeNodes) Adopt(ctx context.Context, name string, labels, annotations 
 		if err != nil {
 			return fmt.Errorf("getting node %s: %w", name, err)
 		}
+		// Taints are synced once, at registration, as in Karpenter: a node registered already
+		// (a second pass on a cache a moment behind) keeps the taints it has, so a startup taint
+		// its agent removed meanwhile does not come back.
+		registered := n.Labels[karpv1.NodeRegisteredLabelKey] == "true"
 		if n.Labels == nil {
 			n.Labels = map[string]string{}
 		}
@@ -290,7 +300,7 @@ func (k *kubeNodes) Adopt(ctx context.Context, name string, labels, annotations 
 		}
 		maps.Copy(n.Annotations, annotations)
 		for _, t := range addTaints {
-			if !slices.ContainsFunc(n.Spec.Taints, func(have corev1.Taint) bool { return have.MatchTaint(&t) }) {
+			if !registered && !slices.ContainsFunc(n.Spec.Taints, func(have corev1.Taint) bool { return have.MatchTaint(&t) }) {
 				n.Spec.Taints = append(n.Spec.Taints, t)
 			}
 		}

@@ -343,6 +343,43 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 	assert.Equal(t, 3, kinds[commonv1.CapacityType_CAPACITY_TYPE_SPOT])
 }
 
+// Registration follows Node and NodeClaim changes, not a clock: with the periodic safety-net
+// pass an hour away (its first run was at start, before the claim existed), a launched claim's
+// node is linked, loses karpenter.sh/unregistered, and is initialized once its agent removes
+// the startup taint, each within seconds of the change that allows it.
+func TestRegistrationFollowsChangesNotTheResync(t *testing.T) {
+	e := start(t, "--registration-resync", "1h")
+	intent := e.claim("default-onchange1", "t4g.small")
+	e.publish(intent, intent.NodeClaimName)
+	require.Eventually(t, func() bool {
+		nc := e.nodeClaim("default-onchange1")
+		return nc != nil && nc.Status.ProviderID != ""
+	}, 90*time.Second, 100*time.Millisecond, "the NodeClaim is launched")
+
+	if !assert.Eventually(t, func() bool {
+		nc := e.nodeClaim("default-onchange1")
+		return nc != nil && nc.IsTrue(karpv1.ConditionTypeRegistered)
+	}, 10*time.Second, 50*time.Millisecond, "registered on the change, not at the hourly resync") {
+		e.dump()
+		t.FailNow()
+	}
+	var node corev1.Node
+	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: e.nodeClaim("default-onchange1").Status.NodeName}, &node))
+	assert.False(t, slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == karpv1.UnregisteredTaintKey }),
+		"lifted at registration")
+	require.True(t, slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "example.com/agent-not-ready" }))
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "example.com/agent-not-ready" })
+	require.NoError(t, e.kube.Update(e.ctx, &node), "the agent removes its taint")
+
+	if !assert.Eventually(t, func() bool {
+		nc := e.nodeClaim("default-onchange1")
+		return nc != nil && nc.IsTrue(karpv1.ConditionTypeInitialized)
+	}, 10*time.Second, 50*time.Millisecond, "initialized on the taint's removal, not at the hourly resync") {
+		e.dump()
+		t.FailNow()
+	}
+}
+
 // A pool out of capacity (ICE) is reported unavailable and the launch succeeds on the next
 // offering; the next claim does not try the exhausted pool again.
 func TestInsufficientCapacityFallsThroughAndIsRemembered(t *testing.T) {

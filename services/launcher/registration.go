@@ -31,8 +31,8 @@ type nodeState struct {
 // nodeStore reads and patches Nodes.
 type nodeStore interface {
 	List(ctx context.Context) ([]nodeState, error)
-	// Adopt labels and annotates the node for its claim, adds the taints it lacks, removes the
-	// given ones and finalizes it.
+	// Adopt labels and annotates the node for its claim, adds the taints it lacks (only while it
+	// is not yet labelled karpenter.sh/registered), removes the given ones and finalizes it.
 	Adopt(ctx context.Context, name string, labels, annotations map[string]string, addTaints []corev1.Taint, removeTaints []string) error
 }
 
@@ -43,7 +43,9 @@ type registrar struct {
 	nodes nodeStore
 }
 
-// reconcile makes one pass: link new nodes and mark initialized ones.
+// reconcile makes one pass: link new nodes and mark initialized ones. It runs on every Node and
+// NodeClaim change, so it must be idempotent and write nothing when there is nothing to do: the
+// updates its own writes cause make one more pass, which finds the work done.
 func (r *registrar) reconcile(ctx context.Context) error {
 	claims, err := r.claims.List(ctx)
 	if err != nil {
@@ -90,8 +92,8 @@ func (r *registrar) register(ctx context.Context, c claimState, n nodeState, log
 	if err := r.nodes.Adopt(ctx, n.Name, labels, c.Annotations, c.Taints, []string{unregisteredTaintKey}); err != nil {
 		return err
 	}
-	if err := r.claims.MarkRegistered(ctx, c.Name, n.Name); err != nil {
-		return err
+	if changed, err := r.claims.MarkRegistered(ctx, c.Name, n.Name); err != nil || !changed {
+		return err // unchanged: registered already, by an earlier pass whose write the cache had not yet
 	}
 	r.metrics.registered.WithLabelValues(c.NodePool).Inc()
 	r.events.Eventf(clusterstate.ClaimRef(c.Name, c.UID), corev1.EventTypeNormal, reasonRegistered, "Registered node %s", n.Name)
@@ -113,8 +115,8 @@ func (r *registrar) initialize(ctx context.Context, c claimState, n nodeState, l
 	if err := r.nodes.Adopt(ctx, n.Name, map[string]string{"karpenter.sh/initialized": "true"}, nil, nil, nil); err != nil {
 		return err
 	}
-	if err := r.claims.MarkInitialized(ctx, c.Name); err != nil {
-		return err
+	if changed, err := r.claims.MarkInitialized(ctx, c.Name); err != nil || !changed {
+		return err // unchanged: initialized already, by an earlier pass
 	}
 	r.metrics.initialized.WithLabelValues(c.NodePool).Inc()
 	r.events.Eventf(clusterstate.ClaimRef(c.Name, c.UID), corev1.EventTypeNormal, reasonInitialized, "Node %s is ready and initialized", n.Name)

@@ -102,8 +102,15 @@ func run(ctx context.Context, args []string) error {
 			}
 		}
 	})
+	// Registration runs when a Node or NodeClaim changes (a node appears, becomes Ready, loses
+	// a startup taint; a claim is launched), coalesced, and every --registration-resync besides.
+	// Its own writes cause at most one more pass, which finds nothing to do and writes nothing.
+	regKick := service.NewTrigger()
+	if err := stores.cache.OnChange(regKick.Kick, stores.cache.Nodes, stores.cache.NodeClaims); err != nil {
+		return err
+	}
 	g.Go(func() error {
-		return service.Every(gctx, 2*time.Second, func() { logErr(l, reg.reconcile(gctx), "registering nodes") })
+		return service.EveryOrKicked(gctx, cfg.RegistrationResync, regKick, func() { logErr(l, reg.reconcile(gctx), "registering nodes") })
 	})
 	legacy := &legacyNodes{launcher: l, cache: stores.cache, claims: stores.dyn.Resource(clusterstate.NodeClaims), nodes: stores.nodes, warned: map[string]string{}}
 	g.Go(func() error {
