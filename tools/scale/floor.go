@@ -15,13 +15,17 @@ import (
 const FloorLabel = "scale.fleetwright.io/floor"
 
 // floor is the same pods on the same number and shape of nodes, made and Ready beforehand:
-// how fast kube-scheduler and kwok alone run them. The nodes and pods are removed after.
-func floor(ctx context.Context, tg Target, opts Options, shapes []corev1.Node) (time.Duration, error) {
+// how fast kube-scheduler and kwok alone run them. Each pod is pinned (by hostname) to the twin
+// of the node it ran on in the run: kube-scheduler's own spreading would leave some pods of a
+// tightly packed fleet without room, and the floor would never finish. placed maps pod names to
+// the run's nodes; the nodes and pods are removed after.
+func floor(ctx context.Context, tg Target, opts Options, shapes []corev1.Node, placed map[string]string) (time.Duration, error) {
 	ns := opts.Namespace + "-floor"
 	if err := ensureNamespace(ctx, tg.Kube, ns); err != nil {
 		return 0, err
 	}
 	var names []string
+	twin := map[string]string{} // the run's node → its floor node
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
@@ -37,6 +41,7 @@ func floor(ctx context.Context, tg Target, opts Options, shapes []corev1.Node) (
 			return 0, fmt.Errorf("creating floor node: %w", err)
 		}
 		names = append(names, n.Name)
+		twin[shape.Name] = n.Name
 	}
 	if err := waitAll(ctx, opts, time.Now(), func() (string, bool) {
 		ready := 0
@@ -51,7 +56,13 @@ func floor(ctx context.Context, tg Target, opts Options, shapes []corev1.Node) (
 	}); err != nil {
 		return 0, err
 	}
-	pods := opts.Mix.Pods(ns, opts.Pods, func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{FloorLabel: "true"} })
+	pods := opts.Mix.Pods(ns, opts.Pods, nil)
+	for _, p := range pods {
+		p.Spec.NodeSelector = map[string]string{FloorLabel: "true"}
+		if n := twin[placed[p.Name]]; n != "" {
+			p.Spec.NodeSelector[corev1.LabelHostname] = n
+		}
+	}
 	w, err := watchPods(ctx, tg.Kube, ns)
 	if err != nil {
 		return 0, err

@@ -138,12 +138,12 @@ func Run(ctx context.Context, tg Target, opts Options) (*Report, error) {
 		r.CPUSeconds[svc] = gauge(afterMetrics[svc], "process_cpu_seconds_total") - gauge(beforeMetrics[svc], "process_cpu_seconds_total")
 	}
 	r.PeakRSSMB = peaks.peakMB()
-	shapes, err := r.fleet(ctx, tg, start, opts.Namespace)
+	shapes, placed, err := r.fleet(ctx, tg, start, opts.Namespace)
 	if err != nil {
 		return nil, err
 	}
 	if opts.Floor && r.Running > 0 {
-		if r.Floor, err = floor(ctx, tg, opts, shapes); err != nil {
+		if r.Floor, err = floor(ctx, tg, opts, shapes, placed); err != nil {
 			return nil, fmt.Errorf("measuring the floor: %w", err)
 		}
 		r.FloorNodes = len(shapes)
@@ -157,11 +157,11 @@ func Run(ctx context.Context, tg Target, opts Options) (*Report, error) {
 }
 
 // fleet reads what the run launched — claims, instances, nodes — checks one node per claim, and
-// computes the utilisation; it returns the nodes' shapes for the floor.
-func (r *Report) fleet(ctx context.Context, tg Target, start time.Time, namespace string) ([]corev1.Node, error) {
+// computes the utilisation; it returns the nodes' shapes and where each pod ran, for the floor.
+func (r *Report) fleet(ctx context.Context, tg Target, start time.Time, namespace string) (shapes []corev1.Node, placed map[string]string, err error) {
 	var claims karpv1.NodeClaimList
 	if err := tg.Client.List(ctx, &claims); err != nil {
-		return nil, fmt.Errorf("listing nodeclaims: %w", err)
+		return nil, nil, fmt.Errorf("listing nodeclaims: %w", err)
 	}
 	ours := map[string]string{} // claim → node
 	for _, c := range claims.Items {
@@ -174,7 +174,7 @@ func (r *Report) fleet(ctx context.Context, tg Target, start time.Time, namespac
 	r.ClaimCount = len(ours)
 	insts, err := tg.Emu.Instances(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing instances: %w", err)
+		return nil, nil, fmt.Errorf("listing instances: %w", err)
 	}
 	for _, i := range insts {
 		if i.LaunchTime.Before(start) || (i.State != "running" && i.State != "pending") {
@@ -185,10 +185,9 @@ func (r *Report) fleet(ctx context.Context, tg Target, start time.Time, namespac
 	}
 	var nodes corev1.NodeList
 	if err := tg.Client.List(ctx, &nodes, client.HasLabels{karpv1.NodePoolLabelKey}); err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
+		return nil, nil, fmt.Errorf("listing nodes: %w", err)
 	}
 	byName := map[string]corev1.Node{}
-	var shapes []corev1.Node
 	for _, n := range nodes.Items {
 		if n.CreationTimestamp.Time.Before(start.Truncate(time.Second)) {
 			continue
@@ -217,10 +216,12 @@ func (r *Report) fleet(ctx context.Context, tg Target, start time.Time, namespac
 	}
 	pods, err := tg.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+		return nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var reqCPU, reqMem, allocCPU, allocMem int64
+	placed = map[string]string{}
 	for _, p := range pods.Items {
+		placed[p.Name] = p.Spec.NodeName
 		if _, ok := byName[p.Spec.NodeName]; !ok {
 			continue
 		}
@@ -236,7 +237,7 @@ func (r *Report) fleet(ctx context.Context, tg Target, start time.Time, namespac
 	if allocCPU > 0 && allocMem > 0 {
 		r.UtilCPU, r.UtilMemory = float64(reqCPU)/float64(allocCPU), float64(reqMem)/float64(allocMem)
 	}
-	return shapes, nil
+	return shapes, placed, nil
 }
 
 func ptrInt64(v int64) *int64 { return &v }

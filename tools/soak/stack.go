@@ -19,14 +19,16 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/fleetwright/fleetwright/pkg/subject"
 	emuclient "github.com/fleetwright/fleetwright/tools/awsemu/client"
 	"github.com/fleetwright/fleetwright/tools/e2e"
 	"github.com/fleetwright/fleetwright/tools/localcluster"
 	"github.com/fleetwright/fleetwright/tools/proc"
 )
 
-// services are the Fleetwright services a soak kills.
-var services = []string{"pod-watcher", "scheduler", "launcher", "terminator"}
+// services are the Fleetwright services a soak kills, in start order: each after the owners of
+// the streams it uses (pkg/subject), as a service waits, not ready, until those exist.
+var services = []string{subject.PodWatcher, subject.Launcher, subject.Terminator, subject.Scheduler}
 
 // The own stack's terminator flags: quick enough that a soak of minutes sees interruptions and
 // orphans handled, the orphan window the invariant check uses derived from them.
