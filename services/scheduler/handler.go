@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
+
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -81,6 +83,9 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 	}
 	s.nominateExisting(ctx, plan.Placements, v, kube, log)
 	s.reportUnschedulable(plan.Unschedulable, v, kube, log)
+	if len(claims) > 0 {
+		faultpoint.Reach(faultpoint.SchedulerBeforePublish)
+	}
 	for _, c := range claims {
 		if err := s.publishIntent(ctx, c, v, "batch"); err != nil {
 			s.fail(span, "error", err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
+
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -152,6 +154,7 @@ func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v vi
 		if err != nil {
 			return out, err
 		}
+		faultpoint.Reach(faultpoint.SchedulerClaimCreated)
 		s.recent.addClaim(nc.Name)
 		s.metrics.claims.WithLabelValues(c.NodePool).Inc()
 		st := claimStateOf(nc)
@@ -232,6 +235,7 @@ func (s *scheduler) nominate(ctx context.Context, pod *corev1.Pod, claim string)
 	if err != nil {
 		return fmt.Errorf("nominating pod %s/%s to nodeclaim %s: %w", pod.Namespace, pod.Name, claim, err)
 	}
+	faultpoint.Reach(faultpoint.SchedulerMidNomination)
 	s.recent.addNomination(string(pod.UID), nomination{namespace: pod.Namespace, name: pod.Name, claim: claim, at: at})
 	nominated(s.recorder, pod, "nodeclaim", claim)
 	return nil
