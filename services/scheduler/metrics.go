@@ -37,7 +37,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_nodeclaims_created_total",
 			Help: "NodeClaims created, by NodePool."}, []string{"nodepool"}),
 		intents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_launch_intents_total",
-			Help: "LaunchIntents published, by source (batch, reconcile)."}, []string{"source"}),
+			Help: "LaunchIntents published, by source (batch, reconcile, takeover, ...)."}, []string{"source"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_scheduler_leader",
 			Help: "1 while this replica holds the scheduler Lease."}),
 		nominationsEnded: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_nominations_ended_total",

@@ -261,21 +261,36 @@ func (s *scheduler) publishIntent(ctx context.Context, c created, v view, source
 // nominating its pods: an intent published now would carry only some of them, and JetStream's
 // dedup on the claim name would then drop the batch's complete one.
 func (s *scheduler) reconcile(ctx context.Context) error {
+	settled := s.now().Add(-s.cfg.Reconcile)
+	return s.republish(ctx, "reconcile", func(c claimState) bool { return !c.Created.After(settled) })
+}
+
+// publishInherited publishes, at takeover, the LaunchIntent of each unlaunched NodeClaim this
+// replica did not create, however young: a previous leader made it and died (or lost the lease)
+// before publishing its intent, and no batch of this replica is nominating its pods, so
+// waiting a reconcile interval for it would only keep its pods waiting. The takeover's own
+// batch has run first, so the intent names the pods it nominated to the claim too.
+func (s *scheduler) publishInherited(ctx context.Context) error {
+	return s.republish(ctx, "takeover", func(c claimState) bool { return !s.recent.created(c.Name) })
+}
+
+// republish publishes the LaunchIntent of each NodeClaim not launched (nor being deleted) that
+// pick selects, with the pods nominated to it.
+func (s *scheduler) republish(ctx context.Context, source string, pick func(claimState) bool) error {
 	v, err := s.read()
 	if err != nil {
 		return err
 	}
-	settled := s.now().Add(-s.cfg.Reconcile)
 	var errs []error
 	for _, c := range v.claims {
-		if c.Launched || c.ProviderID != "" || c.Deleting || c.Created.After(settled) {
+		if c.Launched || c.ProviderID != "" || c.Deleting || !pick(c) {
 			continue
 		}
 		cr := created{state: c}
-		for _, p := range s.cluster.PodsNominatedTo(c.Name) {
+		for _, p := range s.liveNominations(c.Name) {
 			cr.pods = append(cr.pods, &commonv1.PodRef{Namespace: p.Namespace, Name: p.Name, Uid: string(p.UID)})
 		}
-		if err := s.publishIntent(ctx, cr, v, "reconcile"); err != nil {
+		if err := s.publishIntent(ctx, cr, v, source); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -112,3 +112,39 @@ func reconciled(t *testing.T, admin string) int {
 	n, _ := strconv.Atoi(string(m[1]))
 	return n
 }
+
+// A NodeClaim the previous leader created moments before it died, before publishing its
+// intent (the fault matrix's scheduler.before-publish): the new leader publishes the intent at
+// takeover, not a reconcile interval later (10 minutes here), with the pods nominated to it.
+func TestTakeoverPublishesIntentsOfInheritedClaims(t *testing.T) {
+	e := newEnv(t, "sched-inherit")
+	e.apply("deploy/examples/v1/default.yaml")
+	young := e.createClaim("default-young", false)
+	e.createClaim("default-launched", true)
+	admin := e2e.FreeAddr(t)
+	e.start("inherit", "--admin-addr", admin, "--reconcile-interval", "10m")
+	intents := e.intents()
+
+	intent, msgID, _ := e.nextIntent(intents)
+	assert.Equal(t, young.Name, msgID)
+	assert.Equal(t, string(young.UID), intent.GetNodeClaimUid())
+	assert.Equal(t, 1, published(t, admin, "takeover"), "published at takeover")
+	assert.Equal(t, 0, published(t, admin, "reconcile"), "not by the reconcile loop: the claim is younger than its interval")
+	assert.Equal(t, uint64(1), e.launchIntentCount(), "none for the launched claim")
+}
+
+// published reads how many intents the scheduler has published from source, from /metrics.
+func published(t *testing.T, admin, source string) int {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`fleetwright_scheduler_launch_intents_total\{source="` + source + `"\} (\d+)`).FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(string(m[1]))
+	require.NoError(t, err)
+	return n
+}
