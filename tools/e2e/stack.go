@@ -122,6 +122,13 @@ func (s *Stack) Leading() {
 // StartService starts (or restarts) a service and waits until its /readyz answers 200.
 func (s *Stack) StartService(name string) *Service {
 	s.t.Helper()
+	return s.StartServiceEnv(name)
+}
+
+// StartServiceEnv is StartService with extra environment (KEY=value) for this start only,
+// e.g. faultpoint.Env to arm a fault point.
+func (s *Stack) StartServiceEnv(name string, extraEnv ...string) *Service {
+	s.t.Helper()
 	admin, ok := s.ports[name]
 	if !ok {
 		admin = FreeAddr(s.t)
@@ -142,6 +149,7 @@ func (s *Stack) StartService(name string) *Service {
 		// A restarted service is its pod's container restarting: the same pod name, so a
 		// scheduler that comes back holds its Lease again at once.
 		"POD_NAMESPACE=fleetwright", "POD_NAME=" + name + "-0"}
+	env = append(env, extraEnv...)
 	svc := Start(s.t, name, Build(s.t, "./services/"+name), args, env)
 	s.services[name] = svc
 	s.waitHealthy(name, func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, "http://"+admin+"/readyz", "") })
