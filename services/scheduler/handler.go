@@ -78,6 +78,15 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 
 	claims, err := s.createClaims(ctx, plan, v, kube, batch.GetBatchId(), log)
 	if err != nil {
+		// The claims written exist: the batch's retry counts them as capacity in flight and
+		// nominates its pods to them, but would not publish their intents, and the reconcile
+		// loop only would, an interval later. Publish them now (the launcher reads the claim,
+		// not the pods an intent names).
+		for _, c := range claims {
+			if perr := s.publishIntent(ctx, c, v, "batch"); perr != nil {
+				log.Warn().Err(perr).Msg("publishing the launch intent of a claim of a failed batch; the reconcile loop will")
+			}
+		}
 		s.fail(span, "error", err)
 		return err
 	}

@@ -141,7 +141,8 @@ type created struct {
 	pods  []*commonv1.PodRef
 }
 
-// createClaims writes a NodeClaim per planned claim and nominates its pods to it.
+// createClaims writes a NodeClaim per planned claim and nominates its pods to it. On error it
+// returns the claims written so far too, the one whose pods it failed to nominate included.
 func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v view, kube map[string]*corev1.Pod,
 	batchID string, log zerolog.Logger) ([]created, error) {
 	var out []created
@@ -171,7 +172,7 @@ func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v vi
 			}
 		}
 		if err := s.nominateAll(ctx, nominate, nc.Name); err != nil {
-			return out, err
+			return append(out, cr), err
 		}
 		out = append(out, cr)
 	}

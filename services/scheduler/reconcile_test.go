@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
@@ -147,4 +151,55 @@ func published(t *testing.T, admin, source string) int {
 	n, err := strconv.Atoi(string(m[1]))
 	require.NoError(t, err)
 	return n
+}
+
+// A batch that fails after creating its NodeClaim (here the API server refuses to nominate one
+// of its pods, as when it restarts mid-batch) still publishes that claim's intent: the claim
+// exists, its retry counts it as capacity in flight and nominates its pods to it, and nothing
+// else would publish it before the reconcile loop (10 minutes here).
+func TestFailedBatchPublishesTheIntentsOfItsClaims(t *testing.T) {
+	e := newEnv(t, "sched-failedbatch")
+	e.apply("deploy/examples/v1/default.yaml")
+	admin := e2e.FreeAddr(t)
+	e.start("failedbatch", "--admin-addr", admin, "--reconcile-interval", "10m")
+	pods := e.pendingPods("refused", 2, "500m")
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	require.NoError(t, os.WriteFile(policy, []byte(fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: %[1]s}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - {apiGroups: [""], apiVersions: ["v1"], operations: ["UPDATE"], resources: ["pods"]}
+  validations:
+    - expression: "object.metadata.name != '%[2]s'"
+      message: refused by the test
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: %[1]s}
+spec:
+  policyName: %[1]s
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: %[3]s}
+`, "refuse-"+e.ns, pods[1].Name, e.ns)), 0o600))
+	_, err := e2e.Kubectl(e.c, "apply", "-f", policy)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = e2e.Kubectl(e.c, "delete", "-f", policy) })
+	require.Eventually(t, func() bool {
+		_, err := e.kube.CoreV1().Pods(e.ns).Patch(e.ctx, pods[1].Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"probe":"x"}}}`), metav1.PatchOptions{})
+		return err != nil
+	}, 30*time.Second, 200*time.Millisecond, "the policy refuses updates of %s", pods[1].Name)
+	intents := e.intents()
+
+	e.publishBatch("failing", pods)
+	intent, msgID, _ := e.nextIntent(intents)
+	claims := e.nodeClaims()
+	require.NotEmpty(t, claims)
+	assert.Equal(t, claims[0].Name, msgID, "the intent is the claim's")
+	assert.Equal(t, string(claims[0].UID), intent.GetNodeClaimUid())
+	assert.Equal(t, 0, published(t, admin, "reconcile"))
 }
