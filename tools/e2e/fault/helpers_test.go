@@ -118,8 +118,10 @@ func settleRBAC(t *testing.T, s *e2e.Stack, fault time.Time, rbac bool) {
 			s.Service(n).DumpLog()
 		}
 	}
-	t.Logf("settled %s after the fault; invariants held (checked again %s after it)",
-		took.Round(100*time.Millisecond), time.Since(fault).Round(time.Second))
+	if !t.Failed() {
+		t.Logf("settled %s after the fault; invariants held (checked again %s after it)",
+			took.Round(100*time.Millisecond), time.Since(fault).Round(time.Second))
+	}
 }
 
 // applyYAML applies a manifest given inline.
