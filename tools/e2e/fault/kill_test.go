@@ -55,7 +55,9 @@ func TestFaultLauncherKilled(t *testing.T) {
 // The terminator's faults interrupt a drain of a node running web pods under a
 // PodDisruptionBudget of maxUnavailable 1, begun by a scheduled-change interruption (the
 // terminator taints, commits, drains, terminates, releases) or by deleting the NodeClaim
-// (committed already: drain, terminate, release).
+// (committed already: drain, terminate, release); or the voluntary termination of a node
+// emptied (tainted before its claim is committed to deletion: a kill there must not leave it
+// tainted).
 func TestFaultTerminatorKilled(t *testing.T) {
 	interrupt := func(t *testing.T, s *e2e.Stack, _, instance string) {
 		require.NoError(t, s.Emu.Interrupt(context.Background(), "scheduled-change", instance))
@@ -63,12 +65,21 @@ func TestFaultTerminatorKilled(t *testing.T) {
 	deleteClaim := func(t *testing.T, s *e2e.Stack, claim, _ string) {
 		s.Kubectl("delete", "nodeclaim", claim, "--wait=false")
 	}
+	// Voluntary: the pool empties nodes after 5 s, and web leaves (its budget first, so
+	// scaling it to 0 is no disruption the budget counts).
+	emptiness := func(t *testing.T, s *e2e.Stack, _, _ string) {
+		s.Kubectl("patch", "nodepool", "default", "--type", "merge", "-p",
+			`{"spec":{"disruption":{"consolidationPolicy":"WhenEmpty","consolidateAfter":"5s"}}}`)
+		s.Kubectl("delete", "pdb", "web", "-n", "default")
+		s.Kubectl("scale", "deployment", "web", "-n", "default", "--replicas", "0")
+	}
 	for _, c := range []struct {
 		point   string
 		trigger string
 		drain   func(t *testing.T, s *e2e.Stack, claim, instance string)
 	}{
 		{faultpoint.TerminatorAfterTaint, "interruption", interrupt},
+		{faultpoint.TerminatorAfterTaint, "emptiness", emptiness},
 		{faultpoint.TerminatorMidDrain, "interruption", interrupt},
 		{faultpoint.TerminatorMidDrain, "nodeclaim-deleted", deleteClaim},
 		{faultpoint.TerminatorAfterTerminate, "nodeclaim-deleted", deleteClaim},
