@@ -203,3 +203,24 @@ spec:
 	assert.Equal(t, string(claims[0].UID), intent.GetNodeClaimUid())
 	assert.Equal(t, 0, published(t, admin, "reconcile"))
 }
+
+// A NodeClaim this replica did not write appears after its takeover — a Create whose answer
+// was lost when the API server restarted mid-request: the batch's retry finds it in flight and
+// places its pods on it, and publishes its intent then, not a reconcile interval later.
+func TestPodsPlacedOnAClaimNotWrittenHerePublishItsIntent(t *testing.T) {
+	e := newEnv(t, "sched-adopted")
+	e.apply("deploy/examples/v1/default.yaml")
+	admin := e2e.FreeAddr(t)
+	e.start("adopted", "--admin-addr", admin, "--reconcile-interval", "10m")
+	intents := e.intents()
+	lost := e.createClaim("default-lost-answer", false) // a t4g.medium requesting 1 CPU: room for one more
+	pods := e.pendingPods("waiting", 1, "500m")
+	time.Sleep(time.Second) // the scheduler's cache sees the claim (milliseconds)
+	e.publishBatch("retry", pods)
+
+	intent, msgID, _ := e.nextIntent(intents)
+	assert.Equal(t, lost.Name, msgID)
+	assert.Equal(t, string(lost.UID), intent.GetNodeClaimUid())
+	assert.Equal(t, 1, published(t, admin, "adopted"))
+	assert.Len(t, e.nodeClaims(), 1, "the pod went to the claim in flight, no new one was made")
+}
