@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
+
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -199,6 +201,7 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 	}
 	span.SetAttributes(attribute.String("fleetwright.instance_id", info.InstanceID), attribute.String("fleetwright.instance_type", info.InstanceType),
 		attribute.String("fleetwright.zone", info.Zone), attribute.String("fleetwright.capacity_type", info.CapacityType))
+	faultpoint.Reach(faultpoint.LauncherBeforeRecord)
 	if err := l.claims.MarkLaunched(ctx, claim.Name, info); err != nil {
 		// The instance exists; a retry finds it by its tag (adopt) and records it.
 		return fmt.Errorf("recording launch on nodeclaim: %w", err)
@@ -334,6 +337,7 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 		if err != nil {
 			return launchInfo{}, err
 		}
+		faultpoint.Reach(faultpoint.LauncherAfterCreateFleet)
 		return infoOf(got), nil
 	}
 }

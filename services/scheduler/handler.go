@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
+
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -20,6 +22,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/clock"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
+	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 )
 
@@ -77,6 +80,15 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 
 	claims, err := s.createClaims(ctx, plan, v, kube, batch.GetBatchId(), log)
 	if err != nil {
+		// The claims written exist: the batch's retry counts them as capacity in flight and
+		// nominates its pods to them, but would not publish their intents, and the reconcile
+		// loop only would, an interval later. Publish them now (the launcher reads the claim,
+		// not the pods an intent names).
+		for _, c := range claims {
+			if perr := s.publishIntent(ctx, c, v, "batch"); perr != nil {
+				log.Warn().Err(perr).Msg("publishing the launch intent of a claim of a failed batch; the reconcile loop will")
+			}
+		}
 		s.fail(span, failure(err), err)
 		return err
 	}
@@ -84,7 +96,11 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 		s.fail(span, failure(err), err)
 		return err
 	}
+	s.publishAdopted(ctx, plan.Placements, v, log)
 	s.reportUnschedulable(plan.Unschedulable, v, kube, log)
+	if len(claims) > 0 {
+		faultpoint.Reach(faultpoint.SchedulerBeforePublish)
+	}
 	for _, c := range claims {
 		if err := s.publishIntent(ctx, c, v, "batch"); err != nil {
 			s.fail(span, failure(err), err)
@@ -255,6 +271,30 @@ func (s *scheduler) liveNominations(claim string) []*corev1.Pod {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name })
 	return out
+}
+
+// publishAdopted publishes the LaunchIntent of each unlaunched NodeClaim the plan placed pods
+// on that this replica did not write: a previous leader's, or one whose Create went through
+// though its answer was lost (the API server restarting mid-request), so no batch published it.
+// Pods wait on it now; the reconcile loop would take an interval. A repeat is free (dedup on the
+// claim's name).
+func (s *scheduler) publishAdopted(ctx context.Context, placements []scheduling.Placement, v view, log zerolog.Logger) {
+	targets := map[string]bool{}
+	for _, p := range placements {
+		targets[p.Node] = true
+	}
+	for _, c := range v.claims {
+		if !targets[c.Name] || c.Launched || c.ProviderID != "" || c.Deleting || s.recent.created(c.Name) {
+			continue
+		}
+		cr := created{state: c}
+		for _, p := range s.liveNominations(c.Name) {
+			cr.pods = append(cr.pods, &commonv1.PodRef{Namespace: p.Namespace, Name: p.Name, Uid: string(p.UID)})
+		}
+		if err := s.publishIntent(ctx, cr, v, "adopted"); err != nil {
+			log.Warn().Err(err).Str("nodeclaim", c.Name).Msg("publishing the launch intent of a claim this replica did not write; the reconcile loop will")
+		}
+	}
 }
 
 // nominateExisting tells pods the core placed on existing capacity where they go. A pod placed

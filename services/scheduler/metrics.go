@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "NodeClaims created, by reason (provisioning: for pending pods; disruption: a consolidation's replacement) and NodePool."},
 			[]string{"reason", "nodepool"}),
 		intents: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_scheduler_launch_intents_total",
-			Help: "LaunchIntents published, by source (batch, reconcile)."}, []string{"source"}),
+			Help: "LaunchIntents published, by source (batch, reconcile, takeover, ...)."}, []string{"source"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_scheduler_leader",
 			Help: "1 while this replica holds the scheduler Lease."}),
 		nominationsEnded: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_scheduler_nominations_ended_total",

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
+
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -176,7 +178,8 @@ func claimName(batchID string, c scheduling.NodeClaim) string {
 // createClaims writes a NodeClaim per planned claim and nominates its pods to it. A claim this
 // batch planned already (an earlier delivery, or another replica handling it at the same time,
 // created it) is taken as created: its pods are nominated to it and its intent published again
-// (JetStream drops the repeat), and no second claim is made.
+// (JetStream drops the repeat), and no second claim is made. On error it returns the claims
+// written so far too, the one whose pods it failed to nominate included.
 func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v view, kube map[string]*corev1.Pod,
 	batchID string, log zerolog.Logger) ([]created, error) {
 	var out []created
@@ -198,6 +201,7 @@ func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v vi
 		if err != nil {
 			return out, err
 		}
+		faultpoint.Reach(faultpoint.SchedulerClaimCreated)
 		s.recent.addClaim(nc.Name)
 		st := claimStateOf(nc)
 		if adopted {
@@ -219,7 +223,7 @@ func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v vi
 			}
 		}
 		if err := s.nominateAll(ctx, nominate, nc.Name); err != nil {
-			return out, err
+			return append(out, cr), err
 		}
 		out = append(out, cr)
 	}
@@ -325,6 +329,7 @@ func (s *scheduler) nominate(ctx context.Context, pod *corev1.Pod, claim string)
 	if err != nil {
 		return fmt.Errorf("nominating pod %s/%s to nodeclaim %s: %w", pod.Namespace, pod.Name, claim, err)
 	}
+	faultpoint.Reach(faultpoint.SchedulerMidNomination)
 	s.recent.addNomination(string(pod.UID), nomination{namespace: pod.Namespace, name: pod.Name, claim: claim, at: at})
 	nominated(s.recorder, pod, "nodeclaim", claim)
 	return nil
@@ -357,21 +362,36 @@ func (s *scheduler) publishIntent(ctx context.Context, c created, v view, source
 // nominating its pods: an intent published now would carry only some of them, and JetStream's
 // dedup on the claim name would then drop the batch's complete one.
 func (s *scheduler) reconcile(ctx context.Context) error {
+	settled := s.now().Add(-s.cfg.Reconcile)
+	return s.republish(ctx, "reconcile", func(c claimState) bool { return !c.Created.After(settled) })
+}
+
+// publishInherited publishes, at takeover, the LaunchIntent of each unlaunched NodeClaim this
+// replica did not create, however young: a previous leader made it and died (or lost the lease)
+// before publishing its intent, and no batch of this replica is nominating its pods, so
+// waiting a reconcile interval for it would only keep its pods waiting. The takeover's own
+// batch has run first, so the intent names the pods it nominated to the claim too.
+func (s *scheduler) publishInherited(ctx context.Context) error {
+	return s.republish(ctx, "takeover", func(c claimState) bool { return !s.recent.created(c.Name) })
+}
+
+// republish publishes the LaunchIntent of each NodeClaim not launched (nor being deleted) that
+// pick selects, with the pods nominated to it.
+func (s *scheduler) republish(ctx context.Context, source string, pick func(claimState) bool) error {
 	v, err := s.read()
 	if err != nil {
 		return err
 	}
-	settled := s.now().Add(-s.cfg.Reconcile)
 	var errs []error
 	for _, c := range v.claims {
-		if c.Launched || c.ProviderID != "" || c.Deleting || c.Created.After(settled) {
+		if c.Launched || c.ProviderID != "" || c.Deleting || !pick(c) {
 			continue
 		}
 		cr := created{state: c}
-		for _, p := range s.cluster.PodsNominatedTo(c.Name) {
+		for _, p := range s.liveNominations(c.Name) {
 			cr.pods = append(cr.pods, &commonv1.PodRef{Namespace: p.Namespace, Name: p.Name, Uid: string(p.UID)})
 		}
-		if err := s.publishIntent(ctx, cr, v, "reconcile"); err != nil {
+		if err := s.publishIntent(ctx, cr, v, source); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
@@ -111,4 +115,112 @@ func reconciled(t *testing.T, admin string) int {
 	}
 	n, _ := strconv.Atoi(string(m[1]))
 	return n
+}
+
+// A NodeClaim the previous leader created moments before it died, before publishing its
+// intent (the fault matrix's scheduler.before-publish): the new leader publishes the intent at
+// takeover, not a reconcile interval later (10 minutes here), with the pods nominated to it.
+func TestTakeoverPublishesIntentsOfInheritedClaims(t *testing.T) {
+	e := newEnv(t, "sched-inherit")
+	e.apply("deploy/examples/v1/default.yaml")
+	young := e.createClaim("default-young", false)
+	e.createClaim("default-launched", true)
+	admin := e2e.FreeAddr(t)
+	e.start("inherit", "--admin-addr", admin, "--reconcile-interval", "10m")
+	intents := e.intents()
+
+	intent, msgID, _ := e.nextIntent(intents)
+	assert.Equal(t, young.Name, msgID)
+	assert.Equal(t, string(young.UID), intent.GetNodeClaimUid())
+	assert.Equal(t, 1, published(t, admin, "takeover"), "published at takeover")
+	assert.Equal(t, 0, published(t, admin, "reconcile"), "not by the reconcile loop: the claim is younger than its interval")
+	assert.Equal(t, uint64(1), e.launchIntentCount(), "none for the launched claim")
+}
+
+// published reads how many intents the scheduler has published from source, from /metrics.
+func published(t *testing.T, admin, source string) int {
+	resp, err := http.Get("http://" + admin + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`fleetwright_scheduler_launch_intents_total\{source="` + source + `"\} (\d+)`).FindSubmatch(b)
+	if m == nil {
+		return 0
+	}
+	n, err := strconv.Atoi(string(m[1]))
+	require.NoError(t, err)
+	return n
+}
+
+// A batch that fails after creating its NodeClaim (here the API server refuses to nominate one
+// of its pods, as when it restarts mid-batch) still publishes that claim's intent: the claim
+// exists, its retry counts it as capacity in flight and nominates its pods to it, and nothing
+// else would publish it before the reconcile loop (10 minutes here).
+func TestFailedBatchPublishesTheIntentsOfItsClaims(t *testing.T) {
+	e := newEnv(t, "sched-failedbatch")
+	e.apply("deploy/examples/v1/default.yaml")
+	admin := e2e.FreeAddr(t)
+	e.start("failedbatch", "--admin-addr", admin, "--reconcile-interval", "10m")
+	pods := e.pendingPods("refused", 2, "500m")
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	require.NoError(t, os.WriteFile(policy, []byte(fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: %[1]s}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - {apiGroups: [""], apiVersions: ["v1"], operations: ["UPDATE"], resources: ["pods"]}
+  validations:
+    - expression: "object.metadata.name != '%[2]s'"
+      message: refused by the test
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: %[1]s}
+spec:
+  policyName: %[1]s
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: %[3]s}
+`, "refuse-"+e.ns, pods[1].Name, e.ns)), 0o600))
+	_, err := e2e.Kubectl(e.c, "apply", "-f", policy)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = e2e.Kubectl(e.c, "delete", "-f", policy) })
+	require.Eventually(t, func() bool {
+		_, err := e.kube.CoreV1().Pods(e.ns).Patch(e.ctx, pods[1].Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"probe":"x"}}}`), metav1.PatchOptions{})
+		return err != nil
+	}, 30*time.Second, 200*time.Millisecond, "the policy refuses updates of %s", pods[1].Name)
+	intents := e.intents()
+
+	e.publishBatch("failing", pods)
+	intent, msgID, _ := e.nextIntent(intents)
+	claims := e.nodeClaims()
+	require.NotEmpty(t, claims)
+	assert.Equal(t, claims[0].Name, msgID, "the intent is the claim's")
+	assert.Equal(t, string(claims[0].UID), intent.GetNodeClaimUid())
+	assert.Equal(t, 0, published(t, admin, "reconcile"))
+}
+
+// A NodeClaim this replica did not write appears after its takeover — a Create whose answer
+// was lost when the API server restarted mid-request: the batch's retry finds it in flight and
+// places its pods on it, and publishes its intent then, not a reconcile interval later.
+func TestPodsPlacedOnAClaimNotWrittenHerePublishItsIntent(t *testing.T) {
+	e := newEnv(t, "sched-adopted")
+	e.apply("deploy/examples/v1/default.yaml")
+	admin := e2e.FreeAddr(t)
+	e.start("adopted", "--admin-addr", admin, "--reconcile-interval", "10m")
+	intents := e.intents()
+	lost := e.createClaim("default-lost-answer", false) // a t4g.medium requesting 1 CPU: room for one more
+	pods := e.pendingPods("waiting", 1, "500m")
+	time.Sleep(time.Second) // the scheduler's cache sees the claim (milliseconds)
+	e.publishBatch("retry", pods)
+
+	intent, msgID, _ := e.nextIntent(intents)
+	assert.Equal(t, lost.Name, msgID)
+	assert.Equal(t, string(lost.UID), intent.GetNodeClaimUid())
+	assert.Equal(t, 1, published(t, admin, "adopted"))
+	assert.Len(t, e.nodeClaims(), 1, "the pod went to the claim in flight, no new one was made")
 }

@@ -29,6 +29,12 @@ func (s *scheduler) takeover(ctx context.Context) {
 		}
 	}
 	log := s.rt.Log.With().Str("batch", batch.GetBatchId()).Logger()
+	defer func() {
+		if err := s.publishInherited(ctx); err != nil && ctx.Err() == nil {
+			// Nothing is lost: the reconcile loop publishes them later.
+			log.Warn().Err(err).Msg("publishing the launch intents of the previous leader's claims failed; the reconcile loop will")
+		}
+	}()
 	if len(batch.Pods) == 0 {
 		log.Info().Msg("leading; no pending pod waits for capacity")
 		return

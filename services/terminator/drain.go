@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
+
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -179,6 +181,7 @@ func (e *executor) evict(ctx context.Context, node string, p *corev1.Pod, st *dr
 		e.metrics.evictions.WithLabelValues("evicted").Inc()
 		tellObject(e.events, p, corev1.EventTypeNormal, reasonEvicted, "Evicted pod to drain node "+node)
 		log.Info().Str("pod", p.Namespace+"/"+p.Name).Msg("evicted pod")
+		faultpoint.Reach(faultpoint.TerminatorMidDrain)
 		return false
 	case apierrors.IsTooManyRequests(err):
 		st.Retries++

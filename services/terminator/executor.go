@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
+
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -172,6 +174,7 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	if err != nil {
 		return res, err
 	}
+	faultpoint.Reach(faultpoint.TerminatorAfterTerminate)
 	log.Info().Str("instance", res.Instance).Msg("terminated instance")
 	if claim != nil && res.Instance != "" {
 		if err := e.setConditions(ctx, claim.Name, condTrue(karpv1.ConditionTypeInstanceTerminating, "Terminating instance "+res.Instance)); err != nil {
@@ -335,6 +338,7 @@ func (e *executor) taint(ctx context.Context, node *corev1.Node, in *termination
 	}); err != nil {
 		return err
 	}
+	faultpoint.Reach(faultpoint.TerminatorAfterTaint)
 	log.Info().Str("node", node.Name).Str("why", in.GetWhy()).Msg("cordoned node")
 	e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_CORDONED, in, node)
 	return nil

@@ -191,6 +191,8 @@ type ReplicaOptions struct {
 	// KubeServer, when set, is the URL the copy reaches the kube-apiserver at instead of the
 	// cluster's own (a LeaseDelayProxy's URL).
 	KubeServer string
+	// Env is extra environment (KEY=value) for this start only, e.g. a fault point armed.
+	Env []string
 }
 
 // replicaKey names a copy in the stack's maps: the service name for replica 0, else
@@ -205,7 +207,14 @@ func replicaKey(name string, replica int) string {
 // StartService starts (or restarts) a service and waits until its /readyz answers 200.
 func (s *Stack) StartService(name string) *Service {
 	s.t.Helper()
-	return s.StartReplica(name, ReplicaOptions{})
+	return s.StartServiceEnv(name)
+}
+
+// StartServiceEnv is StartService with extra environment (KEY=value) for this start only,
+// e.g. faultpoint.Env to arm a fault point.
+func (s *Stack) StartServiceEnv(name string, extraEnv ...string) *Service {
+	s.t.Helper()
+	return s.StartReplica(name, ReplicaOptions{Env: extraEnv})
 }
 
 // Replica returns a running copy of a service (Replica(name, 0) is Service(name)).
@@ -249,6 +258,7 @@ func (s *Stack) StartReplica(name string, o ReplicaOptions) *Service {
 		// A restarted service is its pod's container restarting: the same pod name, so a
 		// scheduler that comes back holds its Lease again at once.
 		"POD_NAMESPACE=fleetwright", fmt.Sprintf("POD_NAME=%s-%d", name, o.Replica)}
+	env = append(env, o.Env...)
 	svc := Start(s.t, key, Build(s.t, "./services/"+name), args, env)
 	s.services[key] = svc
 	s.waitHealthy(key, func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, "http://"+admin+"/readyz", "") })

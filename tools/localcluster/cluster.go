@@ -55,6 +55,11 @@ type Cluster struct {
 
 	procs []*proc.Process
 	out   io.Writer
+	// apiserver is the kube-apiserver's index in procs and the arguments it was started
+	// with, for RestartAPIServer.
+	apiserver     int
+	apiserverArgs []string
+	apiserverWait func(context.Context, *proc.Process) error
 }
 
 // Start builds missing binaries, starts every component and waits until the API is ready and
@@ -142,7 +147,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdPort, port int) (strin
 	}
 	c.Token = token
 	c.Server = "https://127.0.0.1:" + strconv.Itoa(port)
-	p, err := proc.Start(KubeAPIServer, filepath.Join(c.BinDir, KubeAPIServer), []string{
+	c.apiserverArgs = []string{
 		"--etcd-servers", "http://127.0.0.1:" + strconv.Itoa(etcdPort),
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(port),
@@ -156,19 +161,24 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdPort, port int) (strin
 		"--allow-privileged",
 		"--disable-admission-plugins", "ServiceAccount",
 		"--v", "1",
-	}, nil, c.LogDir)
+	}
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
+	c.apiserverWait = func(ctx context.Context, p *proc.Process) error {
+		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		// /readyz turns ok only once the post-start hooks (RBAC bootstrap roles, priority
+		// classes) have run, so clients can rely on them from here on.
+		return proc.WaitFor(wctx, p, "kube-apiserver /readyz", func(ctx context.Context) error {
+			return proc.HTTPOK(ctx, insecure, c.Server+"/readyz", token)
+		})
+	}
+	p, err := proc.Start(KubeAPIServer, filepath.Join(c.BinDir, KubeAPIServer), c.apiserverArgs, nil, c.LogDir)
 	if err != nil {
 		return "", "", err
 	}
+	c.apiserver = len(c.procs)
 	c.procs = append(c.procs, p)
-	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
-	// /readyz turns ok only once the post-start hooks (RBAC bootstrap roles, priority classes)
-	// have run, so clients can rely on them from here on.
-	if err := proc.WaitFor(wctx, p, "kube-apiserver /readyz", func(ctx context.Context) error {
-		return proc.HTTPOK(ctx, insecure, c.Server+"/readyz", token)
-	}); err != nil {
+	if err := c.apiserverWait(ctx, p); err != nil {
 		return "", "", err
 	}
 	if err := c.writeKubeconfig(filepath.Join(pki, "apiserver.crt")); err != nil {
@@ -251,6 +261,37 @@ func (c *Cluster) startControllers(ctx context.Context, saKey, saPub string, cmP
 		return kwok.ExitError()
 	}
 	return nil
+}
+
+// RestartAPIServer stops the kube-apiserver (SIGTERM; SIGKILL after grace, 0 for SIGKILL at
+// once) and starts it again on the same port, with the same etcd, certificates and tokens, as
+// a control-plane upgrade or crash would; it returns once /readyz answers again. Clients keep
+// their configuration: the kubeconfig does not change.
+func (c *Cluster) RestartAPIServer(ctx context.Context, grace time.Duration) error {
+	if c.apiserverArgs == nil {
+		return errors.New("restarting kube-apiserver: it was never started")
+	}
+	old := c.procs[c.apiserver]
+	if err := old.Stop(grace); err != nil {
+		return fmt.Errorf("stopping kube-apiserver: %w", err)
+	}
+	fmt.Fprintf(c.out, "localcluster: kube-apiserver stopped; starting it again\n")
+	// The port was just freed; a start racing the kernel's release fails to bind, so try a few
+	// times.
+	var err error
+	for try := 0; try < 5; try++ {
+		var p *proc.Process
+		p, err = proc.Start(KubeAPIServer, filepath.Join(c.BinDir, KubeAPIServer), c.apiserverArgs, nil, c.LogDir)
+		if err != nil {
+			return err
+		}
+		c.procs[c.apiserver] = p
+		if err = c.apiserverWait(ctx, p); err == nil || ctx.Err() != nil || p.Running() {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return err
 }
 
 // RESTConfig returns an admin client configuration for the cluster.
