@@ -321,16 +321,7 @@ func EnvError() error {
 // Every runs f at once and then every d until ctx ends; it returns nil then, so it fits an
 // errgroup. A slow f delays the next run rather than overlapping it.
 func Every(ctx context.Context, d time.Duration, f func()) error {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		f()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	return EveryOrKicked(ctx, d, nil, f) // a nil Trigger is never kicked
 }
 
 // Trigger coalesces nudges into runs: Kick never blocks, and any number of kicks before the

@@ -32,19 +32,8 @@ func TestKarpenterNodeClaimsAreAdopted(t *testing.T) {
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "4")
 	podsRunning(t, s, "app=inflate", 4, 3*time.Minute)
-	require.Eventually(t, func() bool {
-		for _, nc := range nodeClaims(t, s) {
-			if !nc.IsTrue(karpv1.ConditionTypeInitialized) {
-				return false
-			}
-		}
-		return true
-	}, time.Minute, 250*time.Millisecond, "every claim is initialized")
-
 	// Karpenter is scaled to zero before Fleetwright starts: here, every service stops.
-	for _, name := range withTerminator() {
-		s.Service(name).Kill()
-	}
+	stopAllInitialized(t, s)
 	ctx := context.Background()
 	before := nodeClaims(t, s)
 	for i := range before {
@@ -110,17 +99,7 @@ func TestKarpenterV1Alpha5NodesAreAdopted(t *testing.T) {
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "3")
 	podsRunning(t, s, "app=inflate", 3, 3*time.Minute)
-	require.Eventually(t, func() bool {
-		for _, nc := range nodeClaims(t, s) {
-			if !nc.IsTrue(karpv1.ConditionTypeInitialized) {
-				return false
-			}
-		}
-		return true
-	}, time.Minute, 250*time.Millisecond, "every claim is initialized")
-	for _, name := range withTerminator() {
-		s.Service(name).Kill()
-	}
+	stopAllInitialized(t, s)
 
 	ctx := context.Background()
 	api := ec2.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(s.EmuURL),
@@ -183,4 +162,21 @@ func provisionerNodes(t *testing.T, s *e2e.Stack) []corev1.Node {
 	var list corev1.NodeList
 	require.NoError(t, s.Client.List(context.Background(), &list, client.HasLabels{"karpenter.sh/provisioner-name"}))
 	return list.Items
+}
+
+// stopAllInitialized waits until every claim is initialized, then kills every service: the
+// autoscaler that made them is gone.
+func stopAllInitialized(t *testing.T, s *e2e.Stack) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, nc := range nodeClaims(t, s) {
+			if !nc.IsTrue(karpv1.ConditionTypeInitialized) {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 250*time.Millisecond, "every claim is initialized")
+	for _, name := range withTerminator() {
+		s.Service(name).Kill()
+	}
 }
