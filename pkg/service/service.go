@@ -80,8 +80,8 @@ func (c *Common) Register(fs *flag.FlagSet, defaultAdmin string) {
 	fs.StringVar(&c.Prefix, "prefix", Env("FLEETWRIGHT_PREFIX", "fleetwright"), "subject prefix (env FLEETWRIGHT_PREFIX)")
 	fs.StringVar(&c.AdminAddr, "admin-addr", Env("ADMIN_ADDR", defaultAdmin), "admin HTTP address for /metrics, /healthz, /readyz (env ADMIN_ADDR)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", Env("KUBECONFIG", ""), "kubeconfig path; empty means in-cluster (env KUBECONFIG)")
-	fs.Float64Var(&c.KubeQPS, "kube-qps", EnvFloat("KUBE_QPS", 50), "Kubernetes client QPS (env KUBE_QPS)")
-	fs.IntVar(&c.KubeBurst, "kube-burst", EnvInt("KUBE_BURST", 100), "Kubernetes client burst (env KUBE_BURST)")
+	fs.Float64Var(&c.KubeQPS, "kube-qps", EnvFloat("KUBE_QPS", 200), "Kubernetes client QPS, as Karpenter's default (env KUBE_QPS)")
+	fs.IntVar(&c.KubeBurst, "kube-burst", EnvInt("KUBE_BURST", 300), "Kubernetes client burst, as Karpenter's default (env KUBE_BURST)")
 }
 
 // Validate checks the common flags.
