@@ -123,8 +123,9 @@ func (c *Conn) CheckStreams(ctx context.Context, service string) error {
 // WaitForStreams waits until every stream service uses but does not own exists (CheckStreams),
 // looking again every interval (zero means 2s). Meanwhile Ready fails with what is missing and
 // who creates it, and the wait is logged once per change; a service started before the owner of
-// a stream it needs thus waits, not ready, rather than failing. It returns at once on any other
-// error (a permissions violation, say), and ctx's error when ctx ends first.
+// a stream it needs thus waits, not ready, rather than failing. A lookup that fails otherwise
+// (a timeout while JetStream elects a stream leader, a permissions violation) is tried again
+// the same way, the error in Ready and the log; it returns ctx's error when ctx ends first.
 func (c *Conn) WaitForStreams(ctx context.Context, service string, interval time.Duration) error {
 	if interval <= 0 {
 		interval = 2 * time.Second
@@ -134,20 +135,30 @@ func (c *Conn) WaitForStreams(ctx context.Context, service string, interval time
 	var last string
 	for {
 		err := c.CheckStreams(ctx, service)
-		var missing *MissingStreamsError
-		if !errors.As(err, &missing) {
-			if err == nil && last != "" {
+		if err == nil {
+			if last != "" {
 				c.log.Info().Msg("the streams this service uses exist now")
 			}
-			return err
+			return nil
 		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: %w", ctx.Err(), err)
+		}
+		// Missing streams wait for their owner; a lookup that failed (JetStream electing a
+		// stream leader after a server restart, a timeout) is tried again too: neither may end
+		// the service, which would only crash-loop.
 		c.health.set(key, err)
 		if msg := err.Error(); msg != last {
-			c.log.Warn().Strs("missing", missing.Missing).Msg("waiting for streams other services create")
+			var missing *MissingStreamsError
+			if errors.As(err, &missing) {
+				c.log.Warn().Strs("missing", missing.Missing).Msg("waiting for streams other services create")
+			} else {
+				c.log.Warn().Err(err).Msg("looking up the streams this service uses; trying again")
+			}
 			last = msg
 		}
 		if !clock.Sleep(ctx, interval) {
-			return fmt.Errorf("%w: %w", ctx.Err(), missing)
+			return fmt.Errorf("%w: %w", ctx.Err(), err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -173,4 +174,31 @@ func TestOnlyTheOwnerChangesAStream(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, s.CachedInfo().Config.MaxBytes, int64(1<<20), "the owner raises its stream's bound")
 	assert.Equal(t, 2*time.Minute, s.CachedInfo().Config.Duplicates)
+}
+
+// A lookup that fails for another reason than a missing stream (here: JetStream is off, as it is
+// for a moment while a restarted server catches up) does not end the wait — the service would
+// only crash-loop — but keeps it not ready, with the error, until ctx ends.
+func TestWaitForStreamsRetriesFailedLookups(t *testing.T) {
+	srv := bustest.RunServerWith(t, func(o *server.Options) { o.JetStream = false })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := bus.Connect(ctx, bus.Config{URL: srv.ClientURL(), Name: "scheduler", Registerer: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+
+	wctx, wcancel := context.WithTimeout(ctx, 2*time.Second)
+	defer wcancel()
+	waited := make(chan error, 1)
+	go func() { waited <- c.WaitForStreams(wctx, subject.Scheduler, 20*time.Millisecond) }()
+	require.Eventually(t, func() bool {
+		err := c.Ready(ctx)
+		return err != nil && strings.Contains(err.Error(), "looking up stream")
+	}, 10*time.Second, 10*time.Millisecond, "Ready says the lookup fails")
+	select {
+	case err := <-waited:
+		require.ErrorIs(t, err, context.DeadlineExceeded, "the wait ended only with its context")
+	case <-ctx.Done():
+		t.Fatal("WaitForStreams did not return when its context ended")
+	}
 }
