@@ -104,6 +104,11 @@ func (a *legacyNodes) adopt(ctx context.Context, n *corev1.Node, pool clustersta
 	for _, t := range inst.Tags {
 		tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
+	if tags[ec2v1.TagNodeClaim] != "" {
+		// Launched for a NodeClaim (by Fleetwright, or Karpenter v1): its claim exists, and a
+		// cache a moment behind the launch does not show it yet. Never a v0.2x node.
+		return nil
+	}
 	if tags["kubernetes.io/cluster/"+a.cfg.ClusterName] != "owned" || tags[v1alpha5.ProvisionerNameLabelKey] != pool.Name {
 		a.warn(n.Name, fmt.Sprintf("instance %s is not tagged kubernetes.io/cluster/%s=owned and %s=%s",
 			id, a.cfg.ClusterName, v1alpha5.ProvisionerNameLabelKey, pool.Name))

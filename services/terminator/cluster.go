@@ -145,14 +145,31 @@ func emptyAfter(d karpv1.Disruption) *time.Duration {
 }
 
 // candidates describes every launched NodeClaim for the decision stages.
-func (k *kube) candidates() []candidate {
+func (k *kube) candidates(now time.Time) []candidate {
 	pols := k.policies()
 	claims := k.cache.Claims()
 	names := make(map[string]bool, len(claims))
+	byName := make(map[string]podproj.Claim, len(claims))
 	for _, nc := range claims {
 		names[nc.Name] = true
+		byName[nc.Name] = podproj.ClaimOf(nc)
 	}
 	exists := func(name string) bool { return names[name] }
+	// A pod the scheduler nominated to a claim and kube-scheduler has not bound yet is on its
+	// way: the claim's node is not empty while the nomination is live (podproj's rule, at its
+	// default bounds: 20 s after the node is ready at most), or a node launched for one pod
+	// could be emptied before the pod lands on it.
+	awaited := map[string]bool{}
+	rule := podproj.NominationRule{Grace: podproj.DefaultNominationGrace, Limit: podproj.DefaultNominationLimit}
+	lookup := func(name string) (podproj.Claim, bool) { c, ok := byName[name]; return c, ok }
+	for _, p := range k.cache.Unbound() {
+		if !active(p) {
+			continue
+		}
+		if n := rule.JudgePod(p, lookup, now); n.Live {
+			awaited[n.Claim] = true
+		}
+	}
 	var out []candidate
 	for _, nc := range claims {
 		if nc.Status.ProviderID == "" {
@@ -169,6 +186,9 @@ func (k *kube) candidates() []candidate {
 				continue // not cached yet, or gone
 			}
 			describeNode(&c, node, k.cache.PodsOn(node.Name))
+			if awaited[nc.Name] {
+				c.Empty = false
+			}
 		}
 		out = append(out, c)
 	}

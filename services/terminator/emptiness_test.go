@@ -20,6 +20,7 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 )
 
@@ -136,4 +137,36 @@ func TestEmptyNodesGoOneAtATimeUnderABudgetOfOne(t *testing.T) {
 			return ev.Reason == reasonDisruptionBlocked && strings.Contains(ev.Message, `budget 0 (nodes "1") allows 1 of 3 nodes (Empty) and 1 is already disrupting`)
 		})
 	}, wait, tick, "a DisruptionBlocked event on the waiting claim names the budget")
+}
+
+// A node launched for a pod is empty until kube-scheduler binds the pod to it: while a pending
+// pod's nomination to the node's claim is live, emptiness leaves the node alone (a pool with
+// consolidateAfter 0 used to remove it before the pod landed, and the scheduler launched again,
+// round after round). Once the pod is gone, the node is empty and goes.
+func TestNodeAwaitedByANominatedPodIsNotEmpty(t *testing.T) {
+	e := newEnv(t, 307)
+	const pool = "awaited"
+	e.nodePool(pool, `[{"nodes":"100%"}]`)
+	nc := e.emptyNode(pool, "awaited-a")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "on-its-way", Namespace: e.ns, Annotations: map[string]string{
+			podproj.NominationAnnotation: nc.Name, podproj.NominatedAtAnnotation: time.Now().UTC().Format(time.RFC3339)}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}},
+			// Nothing matches: kube-scheduler never binds it, as if it had not got to it yet.
+			NodeSelector: map[string]string{"no-such-label": "x"}},
+	}
+	_, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	e.run()
+	assert.Never(t, func() bool {
+		n, err := e.kube.CoreV1().Nodes().Get(e.ctx, nc.Status.NodeName, metav1.GetOptions{})
+		return err != nil || hasDisruptedTaint(n) || n.Annotations[emptinessAnnotation] != ""
+	}, 5*time.Second, tick, "the node a nominated pod waits for is not taken for empty")
+
+	require.NoError(t, e.kube.CoreV1().Pods(e.ns).Delete(e.ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	require.Eventually(t, func() bool {
+		_, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, nc.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, wait, tick, "with the pod gone, the empty node goes")
 }

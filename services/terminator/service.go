@@ -140,7 +140,7 @@ type decider struct {
 
 func (d *decider) pass(ctx context.Context) error {
 	now := d.now()
-	cands := d.k.candidates()
+	cands := d.k.candidates(now)
 	if err := d.k.ensureFinalizers(ctx, cands); err != nil {
 		return err
 	}
