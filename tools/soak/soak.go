@@ -393,7 +393,10 @@ func (s *soak) checkLoop(ctx context.Context) {
 // check runs the invariants once and returns the violations; a running check (not final)
 // records them, the settle records what the last final check still finds.
 func (s *soak) check(ctx context.Context, final bool) ([]e2e.Violation, error) {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// A check started before the window ends runs to its end: cut by the window's deadline, its
+	// client would fail it early ("rate: Wait would exceed context deadline") and count it as a
+	// check that could not read the cluster.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	v, err := e2e.Violations(cctx, s.t.Client, s.t.Emu, e2e.InvariantOptions{
 		Namespaces: []string{Namespace}, GCWindow: s.t.GCWindow, Final: final})
