@@ -124,8 +124,9 @@ func TestBudgetOneNodeAtATime(t *testing.T) {
 	mu.Lock()
 	assert.LessOrEqual(t, most, 1, "never more than one node disrupting")
 	mu.Unlock()
-	assert.True(t, strings.Contains(s.Service("terminator").Log(), `empty node not terminated: budget 0 (nodes \"1\") allows 1 of 5 nodes (Empty)`),
-		"the terminator logs that the budget held the other four back while the first went")
+	// "of 5 nodes", or fewer when the first was gone before the others were found empty.
+	assert.Regexp(t, `empty node not terminated: budget 0 \(nodes \\"1\\"\) allows 1 of [2-5] nodes \(Empty\) and 1 is already disrupting`,
+		s.Service("terminator").Log(), "the terminator logs that the budget held the others back while one went")
 	noLeftovers(t, s)
 }
 
