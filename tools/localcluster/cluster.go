@@ -105,6 +105,17 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	saKey, saPub, err := c.startAPIServer(ctx, etcdPort, apiPort)
+	for try := 1; err != nil && opts.APIServerPort == 0 && try < 3 && ctx.Err() == nil && c.apiserverExited(); try++ {
+		// A port picked free can be taken before the component binds it (see startControllers).
+		var more []int
+		if more, err = freePorts(1); err != nil {
+			return nil, err
+		}
+		apiPort = more[0]
+		fmt.Fprintf(out, "localcluster: kube-apiserver exited before it was ready; starting it again on port %d\n", apiPort)
+		c.procs = c.procs[:c.apiserver]
+		saKey, saPub, err = c.startAPIServer(ctx, etcdPort, apiPort)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -209,37 +220,61 @@ func (c *Cluster) startControllers(ctx context.Context, saKey, saPub string, cmP
 	type component struct {
 		name string
 		port int
-		args []string
+		args func(port int) []string
 	}
 	components := []component{
-		{KubeControllerManager, cmPort, []string{
-			"--kubeconfig", c.Kubeconfig, "--leader-elect=false",
-			"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(cmPort),
-			"--cert-dir", filepath.Join(pki, "kcm"),
-			"--controllers", "*,-serviceaccount-token,-bootstrapsigner,-tokencleaner",
-			"--service-account-private-key-file", saKey,
-			"--root-ca-file", filepath.Join(pki, "apiserver.crt"),
-			"--node-monitor-grace-period", "40s",
+		{KubeControllerManager, cmPort, func(port int) []string {
+			return []string{
+				"--kubeconfig", c.Kubeconfig, "--leader-elect=false",
+				"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
+				"--cert-dir", filepath.Join(pki, "kcm"),
+				"--controllers", "*,-serviceaccount-token,-bootstrapsigner,-tokencleaner",
+				"--service-account-private-key-file", saKey,
+				"--root-ca-file", filepath.Join(pki, "apiserver.crt"),
+				"--node-monitor-grace-period", "40s",
+			}
 		}},
-		{KubeScheduler, schedPort, []string{
-			"--kubeconfig", c.Kubeconfig, "--leader-elect=false",
-			"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(schedPort),
-			"--cert-dir", filepath.Join(pki, "scheduler"),
+		{KubeScheduler, schedPort, func(port int) []string {
+			return []string{
+				"--kubeconfig", c.Kubeconfig, "--leader-elect=false",
+				"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
+				"--cert-dir", filepath.Join(pki, "scheduler"),
+			}
 		}},
 	}
 	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
 	var waits []func() error
 	for _, comp := range components {
-		p, err := proc.Start(comp.name, filepath.Join(c.BinDir, comp.name), comp.args, nil, c.LogDir)
+		p, err := proc.Start(comp.name, filepath.Join(c.BinDir, comp.name), comp.args(comp.port), nil, c.LogDir)
 		if err != nil {
 			return err
 		}
+		slot := len(c.procs)
 		c.procs = append(c.procs, p)
-		url := "https://127.0.0.1:" + strconv.Itoa(comp.port) + "/healthz"
 		waits = append(waits, func() error {
-			wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-			defer cancel()
-			return proc.WaitFor(wctx, p, p.Name+" /healthz", func(ctx context.Context) error { return proc.HTTPOK(ctx, insecure, url, "") })
+			// The port was free when it was picked but was released before the component bound
+			// it, so another process (a parallel test's stack, a service's admin port) can take
+			// it in between: a component that exits before it is healthy gets a new port.
+			port := comp.port
+			for try := 1; ; try++ {
+				url := "https://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
+				wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+				err := proc.WaitFor(wctx, p, p.Name+" /healthz", func(ctx context.Context) error { return proc.HTTPOK(ctx, insecure, url, "") })
+				cancel()
+				if err == nil || p.Running() || ctx.Err() != nil || try == 3 {
+					return err
+				}
+				ports, perr := freePorts(1)
+				if perr != nil {
+					return errors.Join(err, perr)
+				}
+				port = ports[0]
+				fmt.Fprintf(c.out, "localcluster: %v; starting it again on port %d\n", err, port)
+				if p, err = proc.Start(comp.name, filepath.Join(c.BinDir, comp.name), comp.args(port), nil, c.LogDir); err != nil {
+					return err
+				}
+				c.procs[slot] = p
+			}
 		})
 	}
 	kwok, err := proc.Start(Kwok, filepath.Join(c.BinDir, Kwok), []string{
@@ -261,6 +296,11 @@ func (c *Cluster) startControllers(ctx context.Context, saKey, saPub string, cmP
 		return kwok.ExitError()
 	}
 	return nil
+}
+
+// apiserverExited reports whether a kube-apiserver was started and has exited.
+func (c *Cluster) apiserverExited() bool {
+	return c.apiserver > 0 && c.apiserver < len(c.procs) && !c.procs[c.apiserver].Running()
 }
 
 // RestartAPIServer stops the kube-apiserver (SIGTERM; SIGKILL after grace, 0 for SIGKILL at

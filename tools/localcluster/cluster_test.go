@@ -1,12 +1,16 @@
 package localcluster_test
 
 import (
+	"bytes"
 	"context"
+	"net"
+	"strconv"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/fleetwright/fleetwright/tools/localcluster"
 	"github.com/fleetwright/fleetwright/tools/localcluster/clustertest"
 )
 
@@ -111,4 +116,38 @@ func TestDeploymentRunsOnKwokNode(t *testing.T) {
 	out, err := exec.CommandContext(ctx, c.Kubectl(), "--kubeconfig", c.Kubeconfig, "get", "nodes", "-o", "name").CombinedOutput()
 	require.NoError(t, err, string(out))
 	require.Contains(t, strings.TrimSpace(string(out)), "node/kwok-node-1")
+}
+
+// A port picked free can be taken before the component binds it — by a parallel test's stack or
+// an outgoing connection's ephemeral port. The component that loses the race gets a new port
+// instead of failing the whole start (CI once failed on kube-scheduler exiting here).
+func TestStartSurvivesAPortTakenInBetween(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	takenPort := taken.Addr().(*net.TCPAddr).Port
+	handedOut := 0
+	defer localcluster.SetFreePorts(func(n int, kernel func(int) ([]int, error)) ([]int, error) {
+		ports, err := kernel(n)
+		if err == nil && n == 5 {
+			// The first pick: the scheduler's and the apiserver's ports are already in use.
+			ports[3], ports[4] = takenPort, takenPort
+			handedOut++
+		}
+		return ports, err
+	})()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	c, err := localcluster.Start(ctx, localcluster.Options{Dir: t.TempDir(), Out: &out})
+	require.NoError(t, err, out.String())
+	defer c.Stop()
+	require.Equal(t, 1, handedOut)
+	assert.NotContains(t, c.Server, ":"+strconv.Itoa(takenPort))
+	assert.Contains(t, out.String(), "kube-scheduler")
+	client, err := c.Client()
+	require.NoError(t, err)
+	_, err = client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
 }

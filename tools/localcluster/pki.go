@@ -50,8 +50,11 @@ func writeTokenFile(dir string) (path, token string, err error) {
 	return path, token, nil
 }
 
-// freePorts asks the kernel for n free loopback ports.
-func freePorts(n int) ([]int, error) {
+// freePorts asks the kernel for n free loopback ports; a variable so a test can hand out a port
+// that is taken by the time it is used.
+var freePorts = kernelFreePorts
+
+func kernelFreePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
