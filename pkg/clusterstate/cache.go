@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -81,7 +82,7 @@ type Cache struct {
 // Index names.
 const (
 	byNode       = "node"       // pods by spec.nodeName
-	byNomination = "nomination" // unbound pods by the NodeClaim they are nominated to
+	byNominee    = "nominee"    // NodeClaims by the UIDs of the pods nominated to them
 	byInstance   = "instance"   // NodeClaims by EC2 instance id
 )
 
@@ -109,7 +110,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, want Want, log zerolo
 		c.Pods = add(core.Core().V1().Pods().Informer(), SlimPod)
 	}
 	if c.Pods != nil {
-		errs = append(errs, c.Pods.AddIndexers(cache.Indexers{byNode: podByNode, byNomination: podByNomination}))
+		errs = append(errs, c.Pods.AddIndexers(cache.Indexers{byNode: podByNode}))
 	}
 	if want.Nodes {
 		c.Nodes = add(core.Core().V1().Nodes().Informer(), SlimNode)
@@ -129,7 +130,7 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, want Want, log zerolo
 	}
 	if want.NodeClaims {
 		c.NodeClaims = add(df.ForResource(NodeClaims).Informer(), Typed[karpv1.NodeClaim]())
-		errs = append(errs, c.NodeClaims.AddIndexers(cache.Indexers{byInstance: claimByInstance}))
+		errs = append(errs, c.NodeClaims.AddIndexers(cache.Indexers{byInstance: claimByInstance, byNominee: claimByNominee}))
 	}
 	// The v1alpha5 generation is optional, each of its kinds on its own: a kind whose CRD is
 	// not installed has nothing to translate.
@@ -215,9 +216,9 @@ func podByNode(o any) ([]string, error) {
 	return nil, nil
 }
 
-func podByNomination(o any) ([]string, error) {
-	if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName == "" && p.Annotations[podproj.NominationAnnotation] != "" {
-		return []string{p.Annotations[podproj.NominationAnnotation]}, nil
+func claimByNominee(o any) ([]string, error) {
+	if nc, ok := o.(*karpv1.NodeClaim); ok {
+		return podproj.NominatedUIDs(nc.Annotations), nil
 	}
 	return nil, nil
 }
@@ -247,9 +248,34 @@ func (c *Cache) PodsOn(node string) []*corev1.Pod {
 // Unbound returns the pods bound to no node (pending ones among them).
 func (c *Cache) Unbound() []*corev1.Pod { return byIndex[corev1.Pod](c.Pods, byNode, "") }
 
-// PodsNominatedTo returns the unbound pods nominated to a NodeClaim.
+// PodsNominatedTo returns the cached unbound pods the NodeClaim records nominations of, whatever
+// the state of each nomination (podproj.NominationRule judges that).
 func (c *Cache) PodsNominatedTo(claim string) []*corev1.Pod {
-	return byIndex[corev1.Pod](c.Pods, byNomination, claim)
+	nc, ok := c.Claim(claim)
+	if !ok {
+		return nil
+	}
+	var out []*corev1.Pod
+	for _, n := range podproj.NominationsOn(nc) {
+		ns, name, _ := strings.Cut(n.Pod, "/")
+		if p, ok := c.Pod(ns, name); ok && string(p.UID) == n.UID && p.Spec.NodeName == "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// NominationOf returns the pod's latest nomination as the NodeClaims record it; the zero
+// PodNomination if none does. A pod offered again after a nomination ended can be recorded on
+// two claims: the later nomination is the one that counts.
+func (c *Cache) NominationOf(uid string) podproj.PodNomination {
+	var latest podproj.PodNomination
+	for _, nc := range byIndex[karpv1.NodeClaim](c.NodeClaims, byNominee, uid) {
+		if n, ok := podproj.NominationOn(nc, uid); ok && (latest.Claim == "" || n.At.After(latest.At)) {
+			latest = n
+		}
+	}
+	return latest
 }
 
 // Node returns the cached node.

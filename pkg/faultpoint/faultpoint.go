@@ -11,8 +11,10 @@
 //
 // The named steps (each service's Reach calls name one of these):
 //
-//	scheduler.claim-created        a NodeClaim of a batch is created, none of its pods nominated yet
-//	scheduler.mid-nomination       one pod of a claim is nominated (the others may not be)
+//	scheduler.claim-created        a NodeClaim of a batch is created (with its pods' nominations),
+//	                               not yet remembered by the replica; others of the batch may not be
+//	scheduler.mid-nomination       one claim's nominations are recorded and remembered (other claims
+//	                               of the batch, or pods placed on existing claims, may not be)
 //	scheduler.before-publish       a batch's NodeClaims are created and their pods nominated,
 //	                               its LaunchIntents not yet published
 //	launcher.after-create-fleet    CreateFleet returned an instance, nothing else done yet

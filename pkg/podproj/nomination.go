@@ -1,25 +1,27 @@
 package podproj
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 )
 
 // A nomination is the scheduler's promise of room on a NodeClaim to a pending pod. It is a hint
 // with an end: kube-scheduler does not read it, and may fill the claim's node with other pods.
-// The one rule for when a nomination holds, used by pod-watcher (whether to offer the pod) and
-// by the scheduler (whether the pod needs capacity, and whose room it takes):
+// The one rule for when a nomination holds, used by pod-watcher (whether to offer the pod), by
+// the scheduler (whether the pod needs capacity, and whose room it takes) and by the terminator
+// (whether a node is awaited):
 //
-//	no annotation, or the claim is gone or being deleted     → not nominated (a claim not seen
+//	no nomination, or the claim is gone or being deleted     → not nominated (a claim not seen
 //	                                                           yet is given Grace from the
 //	                                                           nomination to show up)
-//	the scheduler recorded that the node cannot honour it    → ended (NominationEndedAnnotation:
-//	                                                           its bound pods leave no room)
+//	the scheduler recorded that the node cannot honour it    → ended (PodNomination.Ended: its
+//	                                                           bound pods leave no room)
 //	claim in flight (its node not ready yet)                 → live, until Limit after nomination
 //	claim's node ready, pod still pending                    → live for Grace after
 //	                                                           max(nominated at, node ready at),
@@ -27,16 +29,93 @@ import (
 //
 // While live, the pod is not offered again and its requests count against the claim's room,
 // so a later batch is not planned onto room promised to it.
+//
+// Nominations are recorded on the NodeClaim, not on the pods: one annotation per pod,
+// NominationKeyPrefix + the pod's UID, holding PodNomination as JSON. A claim is created with
+// the nominations of the pods it is planned for, so planning N pods onto K new claims costs K
+// writes, not K+N; pods placed on an existing claim cost one merge patch per claim. The record
+// survives a scheduler restart (it is in the API), and a merge patch of one key never disturbs
+// another's, so nominating and ending need no read-modify-write.
 
-// NominationAnnotation is set by the scheduler on each pod it planned room for: the NodeClaim
-// the pod waits on. NominatedAtAnnotation is when (RFC 3339). NominationEndedAnnotation is set
-// by the scheduler when it finds the claim's node cannot honour the nomination, and says why; a
-// new nomination clears it.
-const (
-	NominationAnnotation      = "fleetwright.io/nominated-nodeclaim"
-	NominatedAtAnnotation     = "fleetwright.io/nominated-at"
-	NominationEndedAnnotation = "fleetwright.io/nomination-ended"
-)
+// NominationKeyPrefix starts the annotation key of each pod nominated to a NodeClaim; the rest of
+// the key is the pod's UID.
+const NominationKeyPrefix = "nominated.fleetwright.io/"
+
+// PodNomination is one pod's nomination to a NodeClaim as the claim records it.
+type PodNomination struct {
+	Claim string `json:"-"` // the NodeClaim that holds the record
+	UID   string `json:"-"` // the pod's UID (the key's suffix)
+	// Pod is namespace/name.
+	Pod string    `json:"pod"`
+	At  time.Time `json:"at"`
+	// Ended, when set, says why the scheduler ended the nomination before its time (the claim's
+	// node has no room left for the pod).
+	Ended string `json:"ended,omitempty"`
+}
+
+// NominationKey is the annotation key of a pod's nomination.
+func NominationKey(uid string) string { return NominationKeyPrefix + uid }
+
+// Value is the annotation value recording the nomination.
+func (n PodNomination) Value() string {
+	b, _ := json.Marshal(n) // strings and a time: cannot fail
+	return string(b)
+}
+
+// NominatedUIDs returns the UIDs of the pods a NodeClaim's annotations nominate.
+func NominatedUIDs(annotations map[string]string) []string {
+	var out []string
+	for k := range annotations {
+		if uid, ok := strings.CutPrefix(k, NominationKeyPrefix); ok && uid != "" {
+			out = append(out, uid)
+		}
+	}
+	return out
+}
+
+// NominationOn reads the nomination of the pod with this UID recorded on the claim.
+func NominationOn(nc *karpv1.NodeClaim, uid string) (PodNomination, bool) {
+	v, ok := nc.Annotations[NominationKey(uid)]
+	if !ok {
+		return PodNomination{}, false
+	}
+	n := PodNomination{}
+	if err := json.Unmarshal([]byte(v), &n); err != nil {
+		// Not written by a scheduler: taken as a nomination of unknown time, which the rule
+		// bounds by the claim's fate.
+		n = PodNomination{}
+	}
+	n.Claim, n.UID = nc.Name, uid
+	return n, true
+}
+
+// NominationsOn reads every nomination recorded on the claim, oldest first (then by pod).
+func NominationsOn(nc *karpv1.NodeClaim) []PodNomination {
+	var out []PodNomination
+	for _, uid := range NominatedUIDs(nc.Annotations) {
+		if n, ok := NominationOn(nc, uid); ok {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].At.Equal(out[j].At) {
+			return out[i].At.Before(out[j].At)
+		}
+		return out[i].Pod < out[j].Pod
+	})
+	return out
+}
+
+// NominationPatch is the merge patch recording the nominations on their claim (all of one
+// claim): it sets each pod's key and leaves every other annotation alone.
+func NominationPatch(noms []PodNomination) []byte {
+	annotations := make(map[string]string, len(noms))
+	for _, n := range noms {
+		annotations[NominationKey(n.UID)] = n.Value()
+	}
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	return b
+}
 
 // Default bounds of a nomination (see NominationRule).
 const (
@@ -101,15 +180,6 @@ type Nomination struct {
 	Expired string
 }
 
-// NominationOf reads the nomination annotations of a pod.
-func NominationOf(p *corev1.Pod) (claim string, at time.Time) {
-	claim = p.Annotations[NominationAnnotation]
-	if s := p.Annotations[NominatedAtAnnotation]; s != "" {
-		at, _ = time.Parse(time.RFC3339, s)
-	}
-	return claim, at
-}
-
 // Judge applies the rule to a nomination of a pod to claim at the given time; lookup finds a
 // NodeClaim by name.
 func (r NominationRule) Judge(claim string, at time.Time, lookup func(name string) (Claim, bool), now time.Time) Nomination {
@@ -156,14 +226,13 @@ func (r NominationRule) Judge(claim string, at time.Time, lookup func(name strin
 	return n
 }
 
-// JudgePod applies the rule to the pod's own nomination annotations: a nomination the scheduler
-// recorded as ended is over, whatever the clock says.
-func (r NominationRule) JudgePod(p *corev1.Pod, lookup func(name string) (Claim, bool), now time.Time) Nomination {
-	claim, at := NominationOf(p)
-	if why := p.Annotations[NominationEndedAnnotation]; why != "" && claim != "" {
-		return Nomination{Claim: claim, At: at, Expired: why}
+// JudgeNomination applies the rule to a recorded nomination (the zero PodNomination: none): one
+// the scheduler ended is over, whatever the clock says.
+func (r NominationRule) JudgeNomination(n PodNomination, lookup func(name string) (Claim, bool), now time.Time) Nomination {
+	if n.Ended != "" {
+		return Nomination{Claim: n.Claim, At: n.At, Expired: n.Ended}
 	}
-	return r.Judge(claim, at, lookup, now)
+	return r.Judge(n.Claim, n.At, lookup, now)
 }
 
 func orNow(at, fallback time.Time) time.Time {

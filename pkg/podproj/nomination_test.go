@@ -1,11 +1,12 @@
 package podproj
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	corev1 "k8s.io/api/core/v1"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -56,28 +57,48 @@ func TestNominationRule(t *testing.T) {
 	}
 }
 
-func TestJudgePodHonoursAnEndedNomination(t *testing.T) {
+func TestJudgeNominationHonoursAnEndedNomination(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	rule := NominationRule{Grace: time.Hour, Limit: time.Hour}
 	lookup := func(name string) (Claim, bool) { return Claim{Name: name}, true } // in flight: live by the clock
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
-		NominationAnnotation: "claim-a", NominatedAtAnnotation: t0.Format(time.RFC3339)}}}
-	assert.True(t, rule.JudgePod(p, lookup, t0).Live)
-	p.Annotations[NominationEndedAnnotation] = "its node has no room left for it"
-	n := rule.JudgePod(p, lookup, t0)
-	assert.False(t, n.Live, "the scheduler's record ends it at once")
-	assert.Equal(t, "claim-a", n.Claim)
-	assert.Equal(t, "its node has no room left for it", n.Expired)
+	n := PodNomination{Claim: "claim-a", UID: "u1", Pod: "ns/p", At: t0}
+	assert.True(t, rule.JudgeNomination(n, lookup, t0).Live)
+	assert.False(t, rule.JudgeNomination(PodNomination{}, lookup, t0).Live, "no nomination")
+	n.Ended = "its node has no room left for it"
+	got := rule.JudgeNomination(n, lookup, t0)
+	assert.False(t, got.Live, "the scheduler's record ends it at once")
+	assert.Equal(t, "claim-a", got.Claim)
+	assert.Equal(t, "its node has no room left for it", got.Expired)
 }
 
-func TestNominationOfAndClaimOf(t *testing.T) {
+// Nominations are recorded on the claim, one key per pod; a merge patch of some keys leaves the
+// others alone, and what the patch writes reads back as it was written.
+func TestNominationsRecordedOnTheClaim(t *testing.T) {
 	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
-		NominationAnnotation: "default-abc", NominatedAtAnnotation: at.Format(time.RFC3339)}}}
-	claim, got := NominationOf(p)
-	assert.Equal(t, "default-abc", claim)
-	assert.True(t, got.Equal(at))
+	noms := []PodNomination{{UID: "u2", Pod: "ns/b", At: at.Add(time.Second)}, {UID: "u1", Pod: "ns/a", At: at, Ended: "no room"}}
+	var patch struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	require.NoError(t, json.Unmarshal(NominationPatch(noms), &patch))
+	assert.Len(t, patch.Metadata.Annotations, 2, "the patch sets the pods' keys and nothing else")
+	patch.Metadata.Annotations["fleetwright.io/batch-id"] = "b-1"
+	patch.Metadata.Annotations[NominationKeyPrefix+"u3"] = "not json"
+	nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-abc", Annotations: patch.Metadata.Annotations}}
 
+	assert.ElementsMatch(t, []string{"u1", "u2", "u3"}, NominatedUIDs(nc.Annotations))
+	got := NominationsOn(nc)
+	require.Len(t, got, 3)
+	assert.Equal(t, PodNomination{Claim: "default-abc", UID: "u3"}, got[0], "an unreadable record is a nomination of unknown time")
+	assert.Equal(t, PodNomination{Claim: "default-abc", UID: "u1", Pod: "ns/a", At: at, Ended: "no room"}, got[1], "oldest first")
+	assert.Equal(t, "u2", got[2].UID)
+	_, ok := NominationOn(nc, "u9")
+	assert.False(t, ok)
+}
+
+func TestClaimOf(t *testing.T) {
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	nc := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-abc"}, Status: karpv1.NodeClaimStatus{NodeName: "n1"}}
 	assert.Equal(t, Claim{Name: "default-abc", NodeName: "n1"}, ClaimOf(nc), "registered but not initialized: in flight")
 	nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized",

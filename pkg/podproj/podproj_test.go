@@ -107,7 +107,6 @@ func (v volumes) StorageClass(name string) (*storagev1.StorageClass, bool) {
 func TestProjectCopiesConstraintsAndResolvesVolumeZones(t *testing.T) {
 	p := unschedulablePod()
 	p.Labels = map[string]string{"app": "web"}
-	p.Annotations = map[string]string{NominationAnnotation: "default-abc"}
 	p.Spec.Priority = ptr.To[int32](100)
 	p.Spec.NodeSelector = map[string]string{"kubernetes.io/arch": "arm64"}
 	p.Spec.Tolerations = []corev1.Toleration{{Key: "example.com/special-taint", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
@@ -147,7 +146,7 @@ func TestProjectCopiesConstraintsAndResolvesVolumeZones(t *testing.T) {
 	assert.Equal(t, "ns", got.Namespace)
 	assert.Equal(t, "u1", got.Uid)
 	assert.Equal(t, int32(100), got.Priority)
-	assert.Equal(t, "default-abc", got.NominatedNodeClaimName)
+	assert.Empty(t, got.NominatedNodeClaimName, "pod-watcher sets the nomination it judged ended")
 	assert.Equal(t, map[string]string{"kubernetes.io/arch": "arm64"}, got.NodeSelector)
 	require.Len(t, got.RequiredNodeAffinity, 2, "ORed terms stay separate")
 	assert.Equal(t, "spot", got.RequiredNodeAffinity[0].MatchExpressions[0].Values[0])

@@ -26,20 +26,16 @@ type VolumeLookup interface {
 // container step, plus the pod overhead; cpu in millicores, everything else in base units.
 func Project(p *corev1.Pod, vols VolumeLookup) *podsv1.PodProjection {
 	out := &podsv1.PodProjection{
-		Namespace:              p.Namespace,
-		Name:                   p.Name,
-		Uid:                    string(p.UID),
-		CreationTime:           timestamppb.New(p.CreationTimestamp.Time),
-		Labels:                 copyMap(p.Labels),
-		Requests:               &commonv1.Resources{Quantities: Requests(p)},
-		NodeSelector:           copyMap(p.Spec.NodeSelector),
-		Tolerations:            tolerations(p.Spec.Tolerations),
-		PriorityClassName:      p.Spec.PriorityClassName,
-		HostPorts:              hostPorts(p),
-		NominatedNodeClaimName: p.Annotations[NominationAnnotation],
-	}
-	if _, at := NominationOf(p); !at.IsZero() {
-		out.NominatedAt = timestamppb.New(at)
+		Namespace:         p.Namespace,
+		Name:              p.Name,
+		Uid:               string(p.UID),
+		CreationTime:      timestamppb.New(p.CreationTimestamp.Time),
+		Labels:            copyMap(p.Labels),
+		Requests:          &commonv1.Resources{Quantities: Requests(p)},
+		NodeSelector:      copyMap(p.Spec.NodeSelector),
+		Tolerations:       tolerations(p.Spec.Tolerations),
+		PriorityClassName: p.Spec.PriorityClassName,
+		HostPorts:         hostPorts(p),
 	}
 	if p.Spec.Priority != nil {
 		out.Priority = *p.Spec.Priority

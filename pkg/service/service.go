@@ -177,8 +177,15 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		if rt.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 			return nil, fmt.Errorf("creating kubernetes client: %w", err)
 		}
+		// Events get a client of their own, so its rate limit is their own: a scale-out records
+		// an event per pod, and those must never queue ahead of the writes that do the work
+		// (each client-go client has its own token bucket).
+		events, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
+		if err != nil {
+			return nil, fmt.Errorf("creating kubernetes events client: %w", err)
+		}
 		rt.events = record.NewBroadcaster(record.WithContext(ctx))
-		rt.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: rt.Kube.CoreV1().Events("")})
+		rt.events.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: events.CoreV1().Events("")})
 		rt.Events = rt.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "fleetwright-" + o.Name})
 	}
 	log := rt.Log

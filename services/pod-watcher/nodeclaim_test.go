@@ -9,11 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 )
 
 func natsConnect(t *testing.T, url string) *nats.Conn {
@@ -80,4 +83,12 @@ func startDeleting(t *testing.T, ctx context.Context, kubeconfig, name string) {
 	t.Cleanup(func() {
 		_, _ = res.Patch(context.Background(), name, "application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	})
+}
+
+// nominate records a pod's nomination on the claim, as the scheduler does.
+func nominate(t *testing.T, ctx context.Context, kubeconfig, claim string, at time.Time, pod *podsv1.PodProjection) {
+	t.Helper()
+	patch := podproj.NominationPatch([]podproj.PodNomination{{UID: pod.GetUid(), Pod: pod.GetNamespace() + "/" + pod.GetName(), At: at}})
+	_, err := dynamicClient(t, kubeconfig).Resource(clusterstate.NodeClaims).Patch(ctx, claim, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(t, err)
 }

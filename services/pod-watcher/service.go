@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -76,11 +79,18 @@ func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("watching pods: %w", err)
 	}
-	// A NodeClaim that goes away, starts being deleted or gets a ready node changes the fate of
-	// the pods nominated to it: look at them again.
+	// A NodeClaim that appears, goes away, starts being deleted, gets a ready node, or records
+	// nominations (new or ended) changes the fate of the pods nominated to it: look at them again.
 	if _, err := w.cluster.NodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(o any) {
+			if nc, ok := o.(*karpv1.NodeClaim); ok {
+				w.observeNominatedTo(nc.Name)
+			}
+		},
 		UpdateFunc: func(old, cur any) {
-			if o, c := claimOf(old), claimOf(cur); o != c {
+			o, _ := old.(*karpv1.NodeClaim)
+			c, ok := cur.(*karpv1.NodeClaim)
+			if ok && (o == nil || podproj.ClaimOf(o) != podproj.ClaimOf(c) || nominationsChanged(o, c)) {
 				w.observeNominatedTo(c.Name)
 			}
 		},
@@ -158,7 +168,7 @@ func (w *watcher) observe(obj any) {
 	pending, _ := podproj.Pending(pod)
 	var nom podproj.Nomination
 	if pending {
-		nom = w.cfg.Nomination.JudgePod(pod, w.cluster.NominationClaim, w.now())
+		nom = w.cfg.Nomination.JudgeNomination(w.cluster.NominationOf(string(pod.UID)), w.cluster.NominationClaim, w.now())
 		pending = !nom.Live
 	}
 	if nom.Live && !nom.Expires.IsZero() {
@@ -176,7 +186,14 @@ func (w *watcher) observe(obj any) {
 		w.rt.Log.Debug().Str("pod", pod.Namespace+"/"+pod.Name).Str("why", nom.Expired).Msg("offering pod again: its nomination ended")
 	}
 	opened := w.batcher.size() == 0
-	w.batcher.add(podproj.Project(pod, w.cluster.Volumes), w.now())
+	proj := podproj.Project(pod, w.cluster.Volumes)
+	if nom.Claim != "" { // the nomination that ended: part of the batch id
+		proj.NominatedNodeClaimName = nom.Claim
+		if !nom.At.IsZero() {
+			proj.NominatedAt = timestamppb.New(nom.At)
+		}
+	}
+	w.batcher.add(proj, w.now())
 	if opened {
 		w.poke()
 	}
@@ -193,12 +210,18 @@ func (w *watcher) forget(obj any) {
 	}
 }
 
-// claimOf reads a NodeClaim from an informer event; the zero Claim for anything else.
-func claimOf(obj any) podproj.Claim {
-	if nc, ok := obj.(*karpv1.NodeClaim); ok {
-		return podproj.ClaimOf(nc)
+// nominationsChanged reports whether the claim's record of nominations differs between the two.
+func nominationsChanged(old, cur *karpv1.NodeClaim) bool {
+	recorded := func(nc *karpv1.NodeClaim) map[string]string {
+		out := map[string]string{}
+		for k, v := range nc.Annotations {
+			if strings.HasPrefix(k, podproj.NominationKeyPrefix) {
+				out[k] = v
+			}
+		}
+		return out
 	}
-	return podproj.Claim{}
+	return !maps.Equal(recorded(old), recorded(cur))
 }
 
 // resync offers every pod still pending again (e.g. after the scheduler could not place it),

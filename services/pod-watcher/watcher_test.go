@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -18,12 +17,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
-	"github.com/fleetwright/fleetwright/pkg/podproj"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 	"github.com/fleetwright/fleetwright/tools/e2e"
 	"github.com/fleetwright/fleetwright/tools/localcluster"
@@ -75,11 +72,7 @@ func TestWatcherPublishesPendingPodsInBatches(t *testing.T) {
 	// Nominate one pod to an existing NodeClaim: later batches leave it out.
 	nominated := batch.Pods[0]
 	createNodeClaim(t, ctx, c.Kubeconfig, "claim-a")
-	pod, err := client.CoreV1().Pods(ns).Get(ctx, nominated.Name, metav1.GetOptions{})
-	require.NoError(t, err)
-	pod.Annotations = map[string]string{podproj.NominationAnnotation: "claim-a"}
-	_, err = client.CoreV1().Pods(ns).Update(ctx, pod, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	nominate(t, ctx, c.Kubeconfig, "claim-a", time.Now().UTC().Truncate(time.Second), nominated)
 
 	// The resync offers the still-pending pods again, without the nominated one.
 	require.Eventually(t, func() bool {
@@ -171,12 +164,9 @@ func TestWatcherEndsNominations(t *testing.T) {
 
 	createNodeClaim(t, ctx, c.Kubeconfig, "claim-ready")
 	createNodeClaim(t, ctx, c.Kubeconfig, "claim-deleting")
-	now := time.Now().UTC().Format(time.RFC3339)
-	for pod, claim := range map[string]string{ready.Name: "claim-ready", deleting.Name: "claim-deleting"} {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, podproj.NominationAnnotation, claim, podproj.NominatedAtAnnotation, now)
-		_, err := client.CoreV1().Pods(ns).Patch(ctx, pod, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		require.NoError(t, err)
-	}
+	now := time.Now().UTC().Truncate(time.Second)
+	nominate(t, ctx, c.Kubeconfig, "claim-ready", now, ready)
+	nominate(t, ctx, c.Kubeconfig, "claim-deleting", now, deleting)
 	// Both claims in flight: neither pod is offered (a batch would arrive within the window).
 	for {
 		msg, err := cons.Next(jetstream.FetchMaxWait(3 * time.Second))

@@ -8,13 +8,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/fleetwright/fleetwright/pkg/podproj"
 )
 
 // Issue 13, item 8: the leader's Lease renewals are held up on their way to the API server while
-// it is in the middle of a batch (its pods' nominations held up too, after it created the
-// batch's first claim). It loses the Lease, the standby takes over and plans those pods itself.
+// it is in the middle of a batch (its claim creates held up too, after the batch's first claim
+// was created with its pods' nominations). It loses the Lease, the standby takes over and plans those pods itself.
 // When the deposed leader's requests could flow again, it writes nothing more: no nomination,
 // no second claim; the pods keep the new leader's plan.
 func TestDeposedLeaderWritesNothingAfterItsLeaseExpires(t *testing.T) {
@@ -25,17 +23,18 @@ func TestDeposedLeaderWritesNothingAfterItsLeaseExpires(t *testing.T) {
 	e.standby("new")
 
 	pods := e.pendingPods("split", 4, "1500m") // two to a t4g.xlarge at most: two claims or more
-	nominations := proxy.add(0, podPatches(e.ns))
+	creates := proxy.add(0, claimCreates)
+	creates.spare.Store(1)
 	e.publishBatch("batch-split", pods)
-	require.Eventually(t, func() bool { return nominations.hits.Load() > 0 && len(e.nodeClaims()) == 1 }, time.Minute, 20*time.Millisecond,
-		"the leader created the batch's first claim and is nominating its pods")
+	require.Eventually(t, func() bool { return creates.hits.Load() > 0 && len(e.nodeClaims()) == 1 }, time.Minute, 20*time.Millisecond,
+		"the leader created the batch's first claim and is creating the others")
 
 	renewals := proxy.add(0, leaseWrites)
 	require.Eventually(t, func() bool { return strings.Contains(e.logs.String(), `"batch":"takeover-new-`) }, time.Minute, 50*time.Millisecond,
 		"the standby takes the lease over")
 	require.Eventually(t, func() bool {
 		for _, p := range e.refresh(pods) {
-			if p.Annotations[podproj.NominationAnnotation] == "" {
+			if e.nominatedTo(p) == "" {
 				return false
 			}
 		}
@@ -44,18 +43,18 @@ func TestDeposedLeaderWritesNothingAfterItsLeaseExpires(t *testing.T) {
 	deposed := time.Now()
 	planned := map[string]string{}
 	for _, p := range e.refresh(pods) {
-		planned[p.Name] = p.Annotations[podproj.NominationAnnotation]
+		planned[p.Name] = e.nominatedTo(p)
 	}
 	claims := len(e.nodeClaims())
 
-	nominations.off() // the old leader's held requests may flow now; its renewals stay blocked
+	creates.off() // the old leader's held requests may flow now; its renewals stay blocked
 	e.batchesDone(1)  // by whichever replica: the batch is settled
 
 	late := proxy.writesSince(deposed, regexp.MustCompile(`^/api/v1/namespaces/[^/]+/pods/|^/apis/karpenter\.sh/`))
 	assert.Empty(t, late, "the deposed leader writes no pod or NodeClaim once the new leader has taken over")
 	assert.Len(t, e.nodeClaims(), claims, "no second set of claims")
 	for _, p := range e.refresh(pods) {
-		assert.Equal(t, planned[p.Name], p.Annotations[podproj.NominationAnnotation], "pod %s keeps the new leader's nomination", p.Name)
+		assert.Equal(t, planned[p.Name], e.nominatedTo(p), "pod %s keeps the new leader's nomination", p.Name)
 	}
 	assert.Contains(t, e.logs.String(), "not writing: this replica's hold on the scheduler lease is gone or stale")
 	renewals.off()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/faultpoint"
 
 	"github.com/rs/zerolog"
@@ -42,8 +43,15 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 	if d.Attempt > 1 {
 		log = log.With().Uint64("attempt", d.Attempt).Logger()
 	}
-	pods, kube := s.provisionable(ctx, batch)
+	pods, kube, awaited := s.provisionable(ctx, batch)
 	span.SetAttributes(attribute.Int("fleetwright.pods", len(pods)), attribute.String("fleetwright.batch_id", batch.GetBatchId()))
+	if s.unpublished(awaited) {
+		// Pods of the batch wait on a claim no batch of this replica published: an earlier
+		// delivery's, whose create went through though its answer was lost.
+		if v, err := s.read(); err == nil {
+			s.publishAdopted(ctx, awaited, v, log)
+		}
+	}
 	if len(pods) == 0 {
 		log.Debug().Int("offered", len(batch.GetPods())).Msg("no provisionable pods left in batch")
 		s.metrics.batches.WithLabelValues("nothing_to_do").Inc()
@@ -96,7 +104,7 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 		s.fail(span, failure(err), err)
 		return err
 	}
-	s.publishAdopted(ctx, plan.Placements, v, log)
+	s.publishAdopted(ctx, targetsOf(plan.Placements), v, log)
 	s.reportUnschedulable(plan.Unschedulable, v, kube, log)
 	if len(claims) > 0 {
 		faultpoint.Reach(faultpoint.SchedulerBeforePublish)
@@ -141,8 +149,9 @@ func (s *scheduler) fail(span trace.Span, outcome string, err error) {
 // the cache does not show as pending yet (absent, or not yet marked unschedulable) is waited
 // for, up to --cache-wait; a pod the cache shows bound, deleted, finished or nominated is
 // dropped at once.
-func (s *scheduler) provisionable(ctx context.Context, batch *podsv1.PendingPodBatch) ([]scheduling.Pod, map[string]*corev1.Pod) {
+func (s *scheduler) provisionable(ctx context.Context, batch *podsv1.PendingPodBatch) ([]scheduling.Pod, map[string]*corev1.Pod, map[string]bool) {
 	kube := map[string]*corev1.Pod{}
+	awaited := map[string]bool{} // claims the batch's pods wait on (live nominations)
 	var order []*podsv1.PodProjection
 	waiting := map[string]*podsv1.PodProjection{}
 	for _, p := range batch.GetPods() {
@@ -155,9 +164,12 @@ func (s *scheduler) provisionable(ctx context.Context, batch *podsv1.PendingPodB
 	ended := 0
 	for {
 		for uid, p := range waiting {
-			pod, verdict, again := s.classify(p)
+			pod, verdict, again, claim := s.classify(p)
 			if again {
 				ended++
+			}
+			if claim != "" {
+				awaited[claim] = true
 			}
 			switch verdict {
 			case podProvisionable:
@@ -182,7 +194,7 @@ func (s *scheduler) provisionable(ctx context.Context, batch *podsv1.PendingPodB
 			out = append(out, corePod(p))
 		}
 	}
-	return out, kube
+	return out, kube, awaited
 }
 
 type podVerdict int
@@ -194,44 +206,57 @@ const (
 )
 
 // classify judges one pod of a batch by the cache; again reports a provisionable pod whose
-// nomination ended (it is told why in an event).
-func (s *scheduler) classify(p *podsv1.PodProjection) (pod *corev1.Pod, verdict podVerdict, again bool) {
+// nomination ended (it is told why in an event), awaited the claim a pending pod's live
+// nomination holds room on.
+func (s *scheduler) classify(p *podsv1.PodProjection) (pod *corev1.Pod, verdict podVerdict, again bool, awaited string) {
 	pod, ok := s.cluster.Pod(p.GetNamespace(), p.GetName())
 	switch {
 	case !ok:
-		return nil, podNotYet, false
+		return nil, podNotYet, false, ""
 	case string(pod.UID) != p.GetUid():
-		return nil, podDone, false // replaced by a pod of the same name
+		return nil, podDone, false, "" // replaced by a pod of the same name
 	}
 	if pending, _ := podproj.Pending(pod); pending {
 		nom := s.nomination(pod)
 		if nom.Live {
-			return nil, podDone, false // room is planned for it already
+			return nil, podDone, false, nom.Claim // room is planned for it already
 		}
 		again = nom.Expired != "" && s.recent.announce(string(pod.UID), nom.Claim, nom.At)
 		if again { // told once per ended nomination, not at every resync while it stays pending
 			s.metrics.nominationsEnded.Inc()
 			offeredAgain(s.recorder, pod, nom.Expired)
 		}
-		return pod, podProvisionable, again
+		return pod, podProvisionable, again, ""
 	}
 	unbound := pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil &&
 		pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
 	if unbound && !podproj.Unschedulable(pod) {
-		return nil, podNotYet, false
+		return nil, podNotYet, false, ""
 	}
-	return nil, podDone, false
+	return nil, podDone, false, ""
 }
 
-// nomination judges the pod's nomination by the one rule pod-watcher also applies: its
-// annotations, or the nomination this replica made moments ago if the cache does not show it
+// unpublished reports whether any of the claims is cached as not launched yet and was not
+// written by this replica, whose batches publish the intents of their own claims.
+func (s *scheduler) unpublished(claims map[string]bool) bool {
+	for name := range claims {
+		nc, ok := s.cluster.Claim(name)
+		if ok && nc.DeletionTimestamp == nil && nc.Status.ProviderID == "" && nc.Condition(karpv1.ConditionTypeLaunched) == nil && !s.recent.created(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// nomination judges the pod's nomination by the one rule pod-watcher also applies: as the
+// NodeClaims record it, or the nomination this replica made moments ago if the cache does not show it
 // yet; a claim this replica created and the cache does not show yet is in flight.
 func (s *scheduler) nomination(pod *corev1.Pod) podproj.Nomination {
-	claim, at := podproj.NominationOf(pod)
-	if n, ok := s.recent.nomination(string(pod.UID)); ok && (claim == "" || n.at.After(at)) {
+	rec := s.cluster.NominationOf(string(pod.UID))
+	if n, ok := s.recent.nomination(string(pod.UID)); ok && (rec.Claim == "" || n.at.After(rec.At)) {
 		return s.cfg.Nomination.Judge(n.claim, n.at, s.claimOrRecent, s.now()) // newer than the cache shows
 	}
-	return s.cfg.Nomination.JudgePod(pod, s.claimOrRecent, s.now())
+	return s.cfg.Nomination.JudgeNomination(rec, s.claimOrRecent, s.now())
 }
 
 // claimOrRecent looks a NodeClaim up in the cache, or among those this replica created.
@@ -273,16 +298,13 @@ func (s *scheduler) liveNominations(claim string) []*corev1.Pod {
 	return out
 }
 
-// publishAdopted publishes the LaunchIntent of each unlaunched NodeClaim the plan placed pods
-// on that this replica did not write: a previous leader's, or one whose Create went through
-// though its answer was lost (the API server restarting mid-request), so no batch published it.
-// Pods wait on it now; the reconcile loop would take an interval. A repeat is free (dedup on the
+// publishAdopted publishes the LaunchIntent of each unlaunched NodeClaim among targets (those
+// the plan placed pods on, or the batch's pods are nominated to) that this replica did not
+// write: a previous leader's, or one whose Create went through though its answer was lost (the
+// API server restarting mid-request), so no batch published it. Pods wait on it now; the
+// reconcile loop would take an interval. A repeat is free (dedup on the
 // claim's name).
-func (s *scheduler) publishAdopted(ctx context.Context, placements []scheduling.Placement, v view, log zerolog.Logger) {
-	targets := map[string]bool{}
-	for _, p := range placements {
-		targets[p.Node] = true
-	}
+func (s *scheduler) publishAdopted(ctx context.Context, targets map[string]bool, v view, log zerolog.Logger) {
 	for _, c := range v.claims {
 		if !targets[c.Name] || c.Launched || c.ProviderID != "" || c.Deleting || s.recent.created(c.Name) {
 			continue
@@ -297,6 +319,15 @@ func (s *scheduler) publishAdopted(ctx context.Context, placements []scheduling.
 	}
 }
 
+// targetsOf names the nodes and claims the placements put pods on.
+func targetsOf(placements []scheduling.Placement) map[string]bool {
+	targets := map[string]bool{}
+	for _, p := range placements {
+		targets[p.Node] = true
+	}
+	return targets
+}
+
 // nominateExisting tells pods the core placed on existing capacity where they go. A pod placed
 // on a NodeClaim, in flight or registered, is nominated to it, so its room is held for it until
 // kube-scheduler binds it or the nomination ends; one placed on a node Fleetwright does not
@@ -309,6 +340,8 @@ func (s *scheduler) nominateExisting(ctx context.Context, placements []schedulin
 			claimOf[c.NodeName] = c.Name
 		}
 	}
+	byClaim := map[string][]*corev1.Pod{}
+	var order []string
 	for _, p := range placements {
 		pod := kube[p.PodUID]
 		if pod == nil {
@@ -319,10 +352,16 @@ func (s *scheduler) nominateExisting(ctx context.Context, placements []schedulin
 			nominated(s.recorder, pod, "node", p.Node)
 			continue
 		}
-		if err := s.nominate(ctx, pod, claim); errors.Is(err, errFenced) {
+		if byClaim[claim] == nil {
+			order = append(order, claim)
+		}
+		byClaim[claim] = append(byClaim[claim], pod)
+	}
+	for _, claim := range order {
+		if err := s.nominateTo(ctx, claim, byClaim[claim]); errors.Is(err, errFenced) {
 			return err
 		} else if err != nil {
-			log.Warn().Err(err).Str("pod", pod.Namespace+"/"+pod.Name).Msg("nominating pod to existing nodeclaim")
+			log.Warn().Err(err).Msg("nominating pods to an existing nodeclaim; they are offered again")
 		}
 	}
 	return nil

@@ -341,6 +341,22 @@ func (e *env) nodeClaims() []karpv1.NodeClaim {
 	return out
 }
 
+// nominationOf reads the pod's latest nomination as the NodeClaims record it (zero if none).
+func (e *env) nominationOf(p *corev1.Pod) podproj.PodNomination {
+	e.t.Helper()
+	var latest podproj.PodNomination
+	claims := e.nodeClaims()
+	for i := range claims {
+		if n, ok := podproj.NominationOn(&claims[i], string(p.UID)); ok && (latest.Claim == "" || n.At.After(latest.At)) {
+			latest = n
+		}
+	}
+	return latest
+}
+
+// nominatedTo names the NodeClaim the pod was last nominated to ("" if none).
+func (e *env) nominatedTo(p *corev1.Pod) string { return e.nominationOf(p).Claim }
+
 // podEvents returns the messages of the pod's events with the reason.
 func (e *env) podEvents(pod *corev1.Pod, reason string) []string {
 	list, err := e.kube.CoreV1().Events(pod.Namespace).List(e.ctx, metav1.ListOptions{

@@ -175,59 +175,99 @@ func claimName(batchID string, c scheduling.NodeClaim) string {
 	return prefix + "-" + sum[:claimNameHashLen]
 }
 
-// createClaims writes a NodeClaim per planned claim and nominates its pods to it. A claim this
-// batch planned already (an earlier delivery, or another replica handling it at the same time,
-// created it) is taken as created: its pods are nominated to it and its intent published again
-// (JetStream drops the repeat), and no second claim is made. On error it returns the claims
-// written so far too, the one whose pods it failed to nominate included.
+// claimWorkers bounds the NodeClaim creates in flight for one batch (the client's QPS limit
+// applies on top): a scale-out of thousands of pods plans hundreds of claims.
+const claimWorkers = 16
+
+// createClaims writes a NodeClaim per planned claim, a few at a time, each with the nominations
+// of its pods recorded in it (podproj.NominationKeyPrefix), so nominating costs no write of its
+// own. A claim this batch planned already (an earlier delivery, or another replica handling it
+// at the same time, created it) is taken as created: it records its pods' nominations already,
+// its intent is published again (JetStream drops the repeat), and no second claim is made. On
+// error it returns the claims written too, in plan order.
 func (s *scheduler) createClaims(ctx context.Context, plan scheduling.Plan, v view, kube map[string]*corev1.Pod,
 	batchID string, log zerolog.Logger) ([]created, error) {
+	written := make([]*created, len(plan.NodeClaims))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(claimWorkers)
+	for i, c := range plan.NodeClaims {
+		g.Go(func() error {
+			cr, err := s.createPlanned(gctx, c, v, kube, batchID, log)
+			written[i] = cr
+			return err
+		})
+	}
+	err := g.Wait()
 	var out []created
-	for _, c := range plan.NodeClaims {
-		p, ok := v.pool(c.NodePool)
-		if !ok {
-			return out, fmt.Errorf("creating nodeclaim: nodepool %q is gone", c.NodePool)
+	for _, cr := range written {
+		if cr != nil {
+			out = append(out, *cr)
 		}
-		nc, err := s.createClaim(ctx, c, p, batchID)
-		adopted := false
-		if apierrors.IsAlreadyExists(err) {
-			nc, err = s.plannedBefore(ctx, claimName(batchID, c), batchID)
-			adopted = true
+	}
+	return out, err
+}
+
+// createPlanned writes one planned claim with its pods' nominations; nil without error when the
+// claim an earlier delivery made for it is being deleted (its pods wait for a later batch).
+func (s *scheduler) createPlanned(ctx context.Context, c scheduling.NodeClaim, v view, kube map[string]*corev1.Pod,
+	batchID string, log zerolog.Logger) (*created, error) {
+	p, ok := v.pool(c.NodePool)
+	if !ok {
+		return nil, fmt.Errorf("creating nodeclaim: nodepool %q is gone", c.NodePool)
+	}
+	// The time as the record holds it (whole seconds), so this replica's memory of the
+	// nomination and pod-watcher's reading of the record end it at the same instant.
+	at := s.now().UTC().Truncate(time.Second)
+	var pods []*corev1.Pod
+	var noms []podproj.PodNomination
+	for _, uid := range c.PodUIDs {
+		if pod := kube[uid]; pod != nil {
+			pods = append(pods, pod)
+			noms = append(noms, podproj.PodNomination{UID: uid, Pod: pod.Namespace + "/" + pod.Name, At: at})
 		}
-		if errors.Is(err, errClaimGoing) {
-			log.Info().Err(err).Msg("leaving the claim's pods to a later batch")
-			continue
+	}
+	nc, err := s.createClaim(ctx, c, p, batchID, func(nc *karpv1.NodeClaim) {
+		for _, n := range noms {
+			nc.Annotations[podproj.NominationKey(n.UID)] = n.Value()
 		}
-		if err != nil {
-			return out, err
-		}
-		faultpoint.Reach(faultpoint.SchedulerClaimCreated)
-		s.recent.addClaim(nc.Name)
-		st := claimStateOf(nc)
-		if adopted {
-			log.Info().Str("nodeclaim", nc.Name).Str("nodepool", c.NodePool).
-				Msg("nodeclaim planned for this batch exists already (an earlier delivery made it); nominating its pods to it")
-		} else {
-			s.metrics.claims.WithLabelValues(createdForProvisioning, c.NodePool).Inc()
-			log.Info().Str("nodeclaim", nc.Name).Str("nodepool", c.NodePool).Str("requests", scheduling.FormatResources(c.Requests)).
-				Int("instance-types", len(c.InstanceTypes)).Strs("zones", c.Zones).Strs("capacity-types", c.CapacityTypes).
-				Float64("price", c.PriceUSDPerHour).Msg("created nodeclaim")
-			log.Info().Str("nodeclaim", nc.Name).Msg(launchMessage(len(c.PodUIDs), c.Requests, c.InstanceTypes))
-		}
-		cr := created{state: st}
-		var nominate []*corev1.Pod
-		for _, uid := range c.PodUIDs {
-			if pod := kube[uid]; pod != nil {
-				cr.pods = append(cr.pods, &commonv1.PodRef{Namespace: pod.Namespace, Name: pod.Name, Uid: uid})
-				nominate = append(nominate, pod)
+	})
+	adopted := false
+	if apierrors.IsAlreadyExists(err) {
+		nc, err = s.plannedBefore(ctx, claimName(batchID, c), batchID)
+		adopted = true
+	}
+	if errors.Is(err, errClaimGoing) {
+		log.Info().Err(err).Msg("leaving the claim's pods to a later batch")
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	faultpoint.Reach(faultpoint.SchedulerClaimCreated)
+	s.recent.addClaim(nc.Name)
+	cr := &created{state: claimStateOf(nc)}
+	for _, pod := range pods {
+		cr.pods = append(cr.pods, &commonv1.PodRef{Namespace: pod.Namespace, Name: pod.Name, Uid: string(pod.UID)})
+	}
+	if adopted {
+		log.Info().Str("nodeclaim", nc.Name).Str("nodepool", c.NodePool).
+			Msg("nodeclaim planned for this batch exists already (an earlier delivery made it, with its pods' nominations)")
+		for i := range noms {
+			if n, ok := podproj.NominationOn(nc, noms[i].UID); ok {
+				noms[i] = n
 			}
 		}
-		if err := s.nominateAll(ctx, nominate, nc.Name); err != nil {
-			return append(out, cr), err
-		}
-		out = append(out, cr)
+		s.remember(nc.Name, noms, nil)
+	} else {
+		s.metrics.claims.WithLabelValues(createdForProvisioning, c.NodePool).Inc()
+		log.Info().Str("nodeclaim", nc.Name).Str("nodepool", c.NodePool).Str("requests", scheduling.FormatResources(c.Requests)).
+			Int("instance-types", len(c.InstanceTypes)).Strs("zones", c.Zones).Strs("capacity-types", c.CapacityTypes).
+			Float64("price", c.PriceUSDPerHour).Int("pods", len(pods)).Msg("created nodeclaim")
+		log.Info().Str("nodeclaim", nc.Name).Msg(launchMessage(len(c.PodUIDs), c.Requests, c.InstanceTypes))
+		s.remember(nc.Name, noms, pods)
 	}
-	return out, nil
+	faultpoint.Reach(faultpoint.SchedulerMidNomination)
+	return cr, nil
 }
 
 // errClaimGoing: the claim a batch planned exists from an earlier handling but is being deleted.
@@ -292,47 +332,41 @@ func (s *scheduler) createClaim(ctx context.Context, c scheduling.NodeClaim, p p
 	return &nc, nil
 }
 
-// nominationWorkers bounds the pod patches in flight for one claim (the client's QPS limit
-// applies on top).
-const nominationWorkers = 8
-
-// nominateAll nominates the pods to the claim, a few at a time.
-func (s *scheduler) nominateAll(ctx context.Context, pods []*corev1.Pod, claim string) error {
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(nominationWorkers)
+// nominateTo records on an existing claim that the pods wait for it: one merge patch of a key
+// per pod, which leaves the claim's other nominations alone.
+func (s *scheduler) nominateTo(ctx context.Context, claim string, pods []*corev1.Pod) error {
+	at := s.now().UTC().Truncate(time.Second) // see createPlanned
+	noms := make([]podproj.PodNomination, 0, len(pods))
 	for _, pod := range pods {
-		g.Go(func() error { return s.nominate(ctx, pod, claim) })
+		noms = append(noms, podproj.PodNomination{UID: string(pod.UID), Pod: pod.Namespace + "/" + pod.Name, At: at})
 	}
-	return g.Wait()
-}
-
-// nominate annotates the pod with the NodeClaim it waits for and when, and tells it so in an
-// event. A pod deleted meanwhile is no error.
-func (s *scheduler) nominate(ctx context.Context, pod *corev1.Pod, claim string) error {
-	// The time as the annotation holds it (whole seconds), so this replica's memory of the
-	// nomination and pod-watcher's reading of the annotation end it at the same instant.
-	at := s.now().UTC().Truncate(time.Second)
-	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q,%q:null}}}`, podproj.NominationAnnotation, claim,
-		podproj.NominatedAtAnnotation, at.Format(time.RFC3339), podproj.NominationEndedAnnotation)
 	wctx, done, err := s.fence(ctx, "nomination")
 	if err != nil {
 		return err
 	}
 	defer done()
-	_, err = s.rt.Kube.CoreV1().Pods(pod.Namespace).Patch(wctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	_, err = s.claims.Patch(wctx, claim, types.MergePatchType, podproj.NominationPatch(noms), metav1.PatchOptions{})
 	if err = s.cut(wctx, "nomination", err); errors.Is(err, errFenced) {
 		return err
 	}
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
 	if err != nil {
-		return fmt.Errorf("nominating pod %s/%s to nodeclaim %s: %w", pod.Namespace, pod.Name, claim, err)
+		return fmt.Errorf("nominating %d pod(s) to nodeclaim %s: %w", len(pods), claim, err)
 	}
 	faultpoint.Reach(faultpoint.SchedulerMidNomination)
-	s.recent.addNomination(string(pod.UID), nomination{namespace: pod.Namespace, name: pod.Name, claim: claim, at: at})
-	nominated(s.recorder, pod, "nodeclaim", claim)
+	s.remember(claim, noms, pods)
 	return nil
+}
+
+// remember keeps the nominations recorded on the claim in this replica's memory, until its cache
+// shows them, and tells each pod (given) where it goes in an event.
+func (s *scheduler) remember(claim string, noms []podproj.PodNomination, pods []*corev1.Pod) {
+	for _, n := range noms {
+		ns, name, _ := strings.Cut(n.Pod, "/")
+		s.recent.addNomination(n.UID, nomination{namespace: ns, name: name, claim: claim, at: n.At})
+	}
+	for _, pod := range pods {
+		nominated(s.recorder, pod, "nodeclaim", claim)
+	}
 }
 
 // publishIntent publishes the claim's LaunchIntent with Nats-Msg-Id = NodeClaim name.

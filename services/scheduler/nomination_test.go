@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 )
 
@@ -54,15 +55,15 @@ func TestNominationsEndAndHoldRoom(t *testing.T) {
 	}
 	require.NotEmpty(t, fresh, "the stale pods get new capacity")
 	for _, p := range e.refresh(stale) {
-		assert.True(t, fresh[p.Annotations[podproj.NominationAnnotation]],
-			"pod %s is nominated to a new claim (%s), not to the full node or the room promised on the roomy one", p.Name, p.Annotations[podproj.NominationAnnotation])
+		assert.True(t, fresh[e.nominatedTo(p)],
+			"pod %s is nominated to a new claim (%s), not to the full node or the room promised on the roomy one", p.Name, e.nominatedTo(p))
 	}
 	e.eventsSay(stale, reasonFailedScheduling, "Scheduling pod again: nominated to nodeclaim/full-claim")
 	for _, p := range e.refresh(held) {
-		assert.Equal(t, "roomy-claim", p.Annotations[podproj.NominationAnnotation], "a live nomination is left alone")
+		assert.Equal(t, "roomy-claim", e.nominatedTo(p), "a live nomination is left alone")
 	}
 	for _, p := range e.refresh(waiting) {
-		assert.Equal(t, "inflight-claim", p.Annotations[podproj.NominationAnnotation], "a live nomination is left alone")
+		assert.Equal(t, "inflight-claim", e.nominatedTo(p), "a live nomination is left alone")
 	}
 	for _, m := range e.podEvents(held[0], reasonFailedScheduling) {
 		assert.NotContains(t, m, "Scheduling pod again", "a pod whose nomination holds is not told it ended")
@@ -96,15 +97,15 @@ func (e *env) readyClaim(claim, node, cpu string, readyAt time.Time) {
 	})
 }
 
-// nominateTo annotates the pods as the scheduler does when it nominates them.
+// nominateTo records the pods' nominations on the claim as the scheduler does.
 func (e *env) nominateTo(pods []*corev1.Pod, claim string, at time.Time) {
 	e.t.Helper()
+	var noms []podproj.PodNomination
 	for _, p := range pods {
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, podproj.NominationAnnotation, claim,
-			podproj.NominatedAtAnnotation, at.Format(time.RFC3339))
-		_, err := e.kube.CoreV1().Pods(p.Namespace).Patch(e.ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
-		require.NoError(e.t, err)
+		noms = append(noms, podproj.PodNomination{UID: string(p.UID), Pod: p.Namespace + "/" + p.Name, At: at})
 	}
+	_, err := e.dyn.Resource(clusterstate.NodeClaims).Patch(e.ctx, claim, types.MergePatchType, podproj.NominationPatch(noms), metav1.PatchOptions{})
+	require.NoError(e.t, err)
 }
 
 // refresh reads the pods again.
@@ -121,7 +122,7 @@ func (e *env) refresh(pods []*corev1.Pod) []*corev1.Pod {
 
 // A ready node that kube-scheduler filled with other pods cannot honour every nomination to it:
 // the leader ends the ones that do not fit (oldest nomination kept first) without waiting for
-// the grace, says why on the pod, and a new nomination clears that record.
+// the grace, says why on the claim, and a new nomination to another claim takes over.
 func TestNominationsANodeCannotHonourEnd(t *testing.T) {
 	e := newEnv(t, "sched-overflow")
 	e.apply("deploy/examples/v1/default.yaml")
@@ -138,17 +139,17 @@ func TestNominationsANodeCannotHonourEnd(t *testing.T) {
 	e.start("overflow", "--nomination-grace", "1h", "--nomination-check", "200ms")
 
 	require.Eventually(t, func() bool {
-		return e.refresh(held[1:])[0].Annotations[podproj.NominationEndedAnnotation] != ""
+		return e.nominationOf(held[1]).Ended != ""
 	}, time.Minute, 100*time.Millisecond, "the newer nomination, which no longer fits, is ended")
 	ended := e.refresh(held)
-	assert.Contains(t, ended[1].Annotations[podproj.NominationEndedAnnotation], "its node crowded-node (nodeclaim/crowded-claim) has no room left for it")
-	assert.Empty(t, ended[0].Annotations[podproj.NominationEndedAnnotation], "the older nomination fits in what the foreign pod left")
+	assert.Contains(t, e.nominationOf(held[1]).Ended, "its node crowded-node (nodeclaim/crowded-claim) has no room left for it")
+	assert.Empty(t, e.nominationOf(held[0]).Ended, "the older nomination fits in what the foreign pod left")
 
 	e.publishBatch("overflow-1", ended)
 	e.eventsSay(held[1:], reasonFailedScheduling, "Scheduling pod again: its node crowded-node (nodeclaim/crowded-claim) has no room left for it")
 	require.Eventually(t, func() bool {
-		p := e.refresh(held[1:])[0]
-		return p.Annotations[podproj.NominationAnnotation] != "crowded-claim" && p.Annotations[podproj.NominationEndedAnnotation] == ""
-	}, time.Minute, 100*time.Millisecond, "scheduled again onto new capacity, the ended record cleared")
-	assert.Equal(t, "crowded-claim", e.refresh(held[:1])[0].Annotations[podproj.NominationAnnotation], "the live nomination is left alone")
+		n := e.nominationOf(held[1])
+		return n.Claim != "crowded-claim" && n.Ended == ""
+	}, time.Minute, 100*time.Millisecond, "scheduled again onto new capacity: its latest nomination is a live one")
+	assert.Equal(t, "crowded-claim", e.nominatedTo(held[0]), "the live nomination is left alone")
 }

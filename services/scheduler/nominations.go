@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,8 +20,8 @@ import (
 // there, and the pods planned for this one no longer fit. Waiting out the nomination grace would
 // cost a round of it per node; instead, for each initialized claim, the pods still nominated to
 // it are fitted, oldest nomination first, into what its bound pods leave of the node's
-// allocatable, and those that do not fit are marked ended (NominationEndedAnnotation, with the
-// reason). pod-watcher offers them again at once, and their next solve counts the room the node
+// allocatable, and those that do not fit are marked ended on the claim (PodNomination.Ended,
+// with the reason; one patch per claim). pod-watcher offers them again at once, and their next solve counts the room the node
 // really has.
 func (s *scheduler) endUnfulfillable(ctx context.Context) error {
 	var errs []error
@@ -36,9 +34,13 @@ func (s *scheduler) endUnfulfillable(ctx context.Context) error {
 		if !ok {
 			continue
 		}
+		var ended []podproj.PodNomination
 		for _, pod := range s.overflow(node, s.liveNominations(c.Name)) {
-			why := fmt.Sprintf("its node %s (nodeclaim/%s) has no room left for it: kube-scheduler placed other pods there", node.Name, c.Name)
-			if err := s.endNomination(ctx, pod, c.Name, why); err != nil {
+			ended = append(ended, podproj.PodNomination{UID: string(pod.UID), Pod: pod.Namespace + "/" + pod.Name, At: s.nomination(pod).At,
+				Ended: fmt.Sprintf("its node %s (nodeclaim/%s) has no room left for it: kube-scheduler placed other pods there", node.Name, c.Name)})
+		}
+		if len(ended) > 0 {
+			if err := s.endNominations(ctx, c.Name, ended); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -59,8 +61,7 @@ func (s *scheduler) overflow(node *corev1.Node, nominated []*corev1.Pod) []*core
 		}
 	}
 	sort.SliceStable(nominated, func(i, j int) bool {
-		_, ai := podproj.NominationOf(nominated[i])
-		_, aj := podproj.NominationOf(nominated[j])
+		ai, aj := s.nomination(nominated[i]).At, s.nomination(nominated[j]).At
 		if !ai.Equal(aj) {
 			return ai.Before(aj)
 		}
@@ -93,29 +94,22 @@ func take(free scheduling.ResourceList, req map[string]int64) {
 	}
 }
 
-// endNomination records on the pod that its nomination to the claim ended and why, provided it
-// is still nominated to that claim (a JSON patch test), so a newer nomination is never undone.
-func (s *scheduler) endNomination(ctx context.Context, pod *corev1.Pod, claim, why string) error {
-	path := func(key string) string { return "/metadata/annotations/" + strings.ReplaceAll(key, "/", "~1") }
-	patch, err := json.Marshal([]map[string]string{
-		{"op": "test", "path": path(podproj.NominationAnnotation), "value": claim},
-		{"op": "add", "path": path(podproj.NominationEndedAnnotation), "value": why},
-	})
-	if err != nil {
-		return fmt.Errorf("encoding patch: %w", err)
-	}
+// endNominations records on the claim that these nominations to it ended and why: a merge
+// patch of the pods' keys, which leaves its other nominations alone. A claim gone meanwhile ends
+// them anyway.
+func (s *scheduler) endNominations(ctx context.Context, claim string, ended []podproj.PodNomination) error {
 	wctx, done, err := s.fence(ctx, "nomination_end")
 	if err != nil {
 		return err
 	}
 	defer done()
-	_, err = s.rt.Kube.CoreV1().Pods(pod.Namespace).Patch(wctx, pod.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	_, err = s.claims.Patch(wctx, claim, types.MergePatchType, podproj.NominationPatch(ended), metav1.PatchOptions{})
 	switch {
-	case apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsConflict(err):
-		return nil // gone, or nominated elsewhere meanwhile (the test op failed)
+	case apierrors.IsNotFound(err):
+		return nil
 	case err != nil:
-		return fmt.Errorf("ending nomination of pod %s/%s to nodeclaim %s: %w", pod.Namespace, pod.Name, claim, err)
+		return fmt.Errorf("ending %d nomination(s) to nodeclaim %s: %w", len(ended), claim, err)
 	}
-	s.metrics.nominationsEndedEarly.Inc()
+	s.metrics.nominationsEndedEarly.Add(float64(len(ended)))
 	return nil
 }

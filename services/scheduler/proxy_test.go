@@ -41,8 +41,13 @@ type forwarded struct {
 // rule acts on the requests it matches while it is on: it fails them (status) or holds them
 // until it is turned off. A held request whose client gives up meanwhile is never forwarded.
 type rule struct {
-	match   func(*http.Request) bool
-	status  int // answer this instead of forwarding; 0 holds
+	match  func(*http.Request) bool
+	status int // answer this instead of forwarding; 0 holds
+	// spare lets this many matching requests through untouched before the rule acts.
+	spare atomic.Int32
+	// lost forwards the request and answers status instead of the API server's answer: the
+	// write happened, its answer was lost (an API server restarting mid-request).
+	lost    bool
 	on      atomic.Bool
 	hits    atomic.Int32 // requests it held or failed
 	release chan struct{}
@@ -78,10 +83,13 @@ func newAPIProxy(e *env) *apiProxy {
 		rules := append([]*rule(nil), p.rules...)
 		p.mu.Unlock()
 		for _, r := range rules {
-			if !r.on.Load() || !r.match(req) {
+			if !r.on.Load() || !r.match(req) || r.spare.Add(-1) >= 0 {
 				continue
 			}
 			r.hits.Add(1)
+			if r.lost {
+				rp.ServeHTTP(httptest.NewRecorder(), req)
+			}
 			if r.status != 0 {
 				http.Error(w, "injected failure", r.status)
 				return
@@ -137,10 +145,9 @@ func (p *apiProxy) writesSince(t time.Time, re *regexp.Regexp) []forwarded {
 	return out
 }
 
-// podPatches matches patches of the namespace's pods (the scheduler's nominations).
-func podPatches(ns string) func(*http.Request) bool {
-	re := regexp.MustCompile(`^/api/v1/namespaces/` + regexp.QuoteMeta(ns) + `/pods/[^/]+$`)
-	return func(r *http.Request) bool { return r.Method == http.MethodPatch && re.MatchString(r.URL.Path) }
+// claimCreates matches NodeClaim creates (a claim carries its pods' nominations).
+func claimCreates(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == "/apis/karpenter.sh/v1/nodeclaims"
 }
 
 // leaseWrites matches the writes of the scheduler's Lease (its renewals).

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
-	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 )
@@ -90,7 +90,7 @@ func TestBatchBecomesOneNodeClaimAndOneIntent(t *testing.T) {
 	for _, p := range pods {
 		got, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, p.Name, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, nc.Name, got.Annotations[podproj.NominationAnnotation])
+		assert.Equal(t, nc.Name, e.nominatedTo(got))
 	}
 	e.eventsSay(pods, reasonNominated, "Pod should schedule on: nodeclaim/"+nc.Name)
 
@@ -108,7 +108,7 @@ func TestBatchBecomesOneNodeClaimAndOneIntent(t *testing.T) {
 	for _, p := range small {
 		got, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, p.Name, metav1.GetOptions{})
 		require.NoError(t, err)
-		assert.Equal(t, nc.Name, got.Annotations[podproj.NominationAnnotation])
+		assert.Equal(t, nc.Name, e.nominatedTo(got))
 	}
 	assert.Len(t, e.nodeClaims(), 1, "the in-flight claim had room")
 
@@ -150,6 +150,29 @@ func TestLargeBatch(t *testing.T) {
 	list, err := e.kube.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "app=inflate"})
 	require.NoError(t, err)
 	for _, p := range list.Items {
-		assert.Equal(t, claims[0].Name, p.Annotations[podproj.NominationAnnotation], "pod %s nominated before the intent", p.Name)
+		assert.Equal(t, claims[0].Name, e.nominatedTo(&p), "pod %s nominated before the intent", p.Name)
 	}
+}
+
+// Issue 14: nominating costs no API write per pod. 8 pods of 1.5 CPU, two to a node at most (the
+// example pool's types have at most 4 vCPU, its limit is 20), are planned onto several claims,
+// created side by side with their pods' nominations in them: the scheduler writes nothing to
+// any pod, one create per claim, and every pod is nominated.
+func TestNominatingCostsNoWritePerPod(t *testing.T) {
+	e := newEnv(t, "sched-writes")
+	e.apply("deploy/examples/v1/default.yaml")
+	proxy := newAPIProxy(e)
+	e.start("writes", "--kubeconfig", proxy.kubeconfig)
+	pods := e.pendingPods("many", 8, "1500m")
+	since := time.Now()
+	e.publishBatch("batch-many", pods)
+	e.batchesDone(1)
+
+	claims := e.nodeClaims()
+	require.Greater(t, len(claims), 1, "more than one claim: the creates ran side by side")
+	for _, p := range e.refresh(pods) {
+		assert.NotEmpty(t, e.nominatedTo(p), "pod %s nominated", p.Name)
+	}
+	assert.Empty(t, proxy.writesSince(since, regexp.MustCompile(`^/api/v1/namespaces/[^/]+/pods/`)), "no write to any pod")
+	assert.Len(t, proxy.writesSince(since, regexp.MustCompile(`^/apis/karpenter\.sh/v1/nodeclaims`)), len(claims), "one write per claim: its create")
 }

@@ -7,8 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/fleetwright/fleetwright/pkg/podproj"
 )
 
 // Issue 16: a leader that died left pods pending, one claim made but none of its pods
@@ -24,7 +22,7 @@ func TestTakeoverOffersWaitingPodsAtOnceAndTogether(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		for _, p := range e.refresh(left) {
-			if p.Annotations[podproj.NominationAnnotation] == "" {
+			if e.nominatedTo(p) == "" {
 				return false
 			}
 		}
@@ -32,7 +30,7 @@ func TestTakeoverOffersWaitingPodsAtOnceAndTogether(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "every waiting pod is nominated without a batch from pod-watcher")
 	claims := map[string]int{}
 	for _, p := range e.refresh(left) {
-		claims[p.Annotations[podproj.NominationAnnotation]]++
+		claims[e.nominatedTo(p)]++
 	}
 	assert.Positive(t, claims["default-dead-leader"], "the dead leader's claim takes pods before a new one is made: %v", claims)
 	fresh := 0

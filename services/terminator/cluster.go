@@ -166,7 +166,7 @@ func (k *kube) candidates(now time.Time) []candidate {
 		if !active(p) {
 			continue
 		}
-		if n := rule.JudgePod(p, lookup, now); n.Live {
+		if n := rule.JudgeNomination(k.cache.NominationOf(string(p.UID)), lookup, now); n.Live {
 			awaited[n.Claim] = true
 		}
 	}

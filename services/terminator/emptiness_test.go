@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -149,13 +150,16 @@ func TestNodeAwaitedByANominatedPodIsNotEmpty(t *testing.T) {
 	e.nodePool(pool, `[{"nodes":"100%"}]`)
 	nc := e.emptyNode(pool, "awaited-a")
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "on-its-way", Namespace: e.ns, Annotations: map[string]string{
-			podproj.NominationAnnotation: nc.Name, podproj.NominatedAtAnnotation: time.Now().UTC().Format(time.RFC3339)}},
+		ObjectMeta: metav1.ObjectMeta{Name: "on-its-way", Namespace: e.ns},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}},
 			// Nothing matches: kube-scheduler never binds it, as if it had not got to it yet.
 			NodeSelector: map[string]string{"no-such-label": "x"}},
 	}
-	_, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, pod, metav1.CreateOptions{})
+	pod, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// The scheduler records the nomination on the claim.
+	patch := podproj.NominationPatch([]podproj.PodNomination{{UID: string(pod.UID), Pod: e.ns + "/" + pod.Name, At: time.Now().UTC().Truncate(time.Second)}})
+	_, err = e.dyn.Resource(clusterstate.NodeClaims).Patch(e.ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
 
 	e.run()

@@ -18,7 +18,6 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/catalog"
-	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/tools/e2e"
 )
@@ -109,14 +108,15 @@ func allRunning(t *testing.T, s *e2e.Stack, n int, within time.Duration) {
 		pods, err := s.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: bigPods})
 		require.NoError(t, err)
 		running, pending, nominated := 0, 0, map[string]int{}
+		noms := nominations(t, s)
 		for _, p := range pods.Items {
 			switch {
 			case p.Status.Phase == corev1.PodRunning:
 				running++
 			case p.Spec.NodeName == "":
 				pending++
-				if c := p.Annotations[podproj.NominationAnnotation]; c != "" {
-					nominated[c]++
+				if n, ok := noms[string(p.UID)]; ok {
+					nominated[n.Claim]++
 				}
 			}
 		}

@@ -15,6 +15,7 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/catalog"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/tools/awsemu"
 	"github.com/fleetwright/fleetwright/tools/e2e"
@@ -45,6 +46,21 @@ func nodeClaims(t *testing.T, s *e2e.Stack) []karpv1.NodeClaim {
 	var list karpv1.NodeClaimList
 	require.NoError(t, s.Client.List(context.Background(), &list))
 	return list.Items
+}
+
+// nominations returns each pod's latest nomination as the NodeClaims record it, by pod UID.
+func nominations(t *testing.T, s *e2e.Stack) map[string]podproj.PodNomination {
+	t.Helper()
+	out := map[string]podproj.PodNomination{}
+	claims := nodeClaims(t, s)
+	for i := range claims {
+		for _, n := range podproj.NominationsOn(&claims[i]) {
+			if cur, ok := out[n.UID]; !ok || n.At.After(cur.At) {
+				out[n.UID] = n
+			}
+		}
+	}
+	return out
 }
 
 func launchedNodes(t *testing.T, s *e2e.Stack) []corev1.Node {

@@ -77,12 +77,10 @@ func TestSchedulerKilledMidBatchResumes(t *testing.T) {
 	killed := restart(t, s, "scheduler")
 	podsRunning(t, s, "app=inflate", 7, 3*time.Minute)
 
-	pods, err := s.Kube.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "app=inflate"})
-	require.NoError(t, err)
 	var last time.Time
-	for _, p := range pods.Items {
-		if at, err := time.Parse(time.RFC3339, p.Annotations[podproj.NominatedAtAnnotation]); err == nil && at.After(last) {
-			last = at
+	for _, n := range nominations(t, s) {
+		if n.At.After(last) {
+			last = n.At
 		}
 	}
 	resumedWithin(t, "scheduler", killed.Truncate(time.Second), last)

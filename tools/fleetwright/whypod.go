@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
@@ -31,6 +32,8 @@ type PodReport struct {
 	// NodeClaims planned for it (their launch intents name it), and the one it is nominated to.
 	NodeClaims  []string `json:"nodeClaims,omitempty"`
 	NominatedTo string   `json:"nominatedTo,omitempty"`
+	// NominationEnded says why the scheduler ended that nomination before its time, if it did.
+	NominationEnded string `json:"nominationEnded,omitempty"`
 	// Unplaceable: the scheduler's last word on why no NodePool could take it, per pool.
 	Unplaceable []PoolExplanation `json:"unplaceable,omitempty"`
 	TraceID     string            `json:"traceID,omitempty"`
@@ -90,12 +93,33 @@ func whyPodCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
+// nominationOf finds the pod's latest nomination among the NodeClaims' records.
+func nominationOf(ctx context.Context, kube client.Client, uid string) (podproj.PodNomination, error) {
+	var claims karpv1.NodeClaimList
+	if err := kube.List(ctx, &claims); err != nil {
+		return podproj.PodNomination{}, fmt.Errorf("listing nodeclaims: %w", err)
+	}
+	var latest podproj.PodNomination
+	for i := range claims.Items {
+		if n, ok := podproj.NominationOn(&claims.Items[i], uid); ok && (latest.Claim == "" || n.At.After(latest.At)) {
+			latest = n
+		}
+	}
+	return latest, nil
+}
+
 func explainPod(ctx context.Context, kube client.Client, h history, ns, name string) (*PodReport, error) {
 	r := &PodReport{Pod: ns + "/" + name}
 	var pod corev1.Pod
 	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err == nil {
 		r.InCluster, r.UID, r.Phase, r.Node = true, string(pod.UID), string(pod.Status.Phase), pod.Spec.NodeName
-		r.NominatedTo = pod.Annotations[podproj.NominationAnnotation]
+		if pod.Spec.NodeName == "" {
+			n, err := nominationOf(ctx, kube, string(pod.UID))
+			if err != nil {
+				return nil, err
+			}
+			r.NominatedTo, r.NominationEnded = n.Claim, n.Ended
+		}
 	} else if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("reading pod %s: %w", r.Pod, err)
 	}
@@ -226,6 +250,9 @@ func printPodReport(w io.Writer, r *PodReport) {
 	}
 	if r.NominatedTo != "" {
 		fmt.Fprintf(w, "Nominated to:  %s\n", r.NominatedTo)
+	}
+	if r.NominationEnded != "" {
+		fmt.Fprintf(w, "  ended:       %s\n", r.NominationEnded)
 	}
 	if len(r.Unplaceable) > 0 {
 		fmt.Fprintf(w, "No NodePool can take it:\n")

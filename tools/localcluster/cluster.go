@@ -31,6 +31,9 @@ import (
 	"github.com/fleetwright/fleetwright/tools/proc"
 )
 
+// SchedulerQPS is kube-scheduler's client QPS (burst twice that).
+const SchedulerQPS = 500
+
 // Options configure Start.
 type Options struct {
 	// Dir holds data, certificates, logs and the kubeconfig. Created if missing; Start wipes
@@ -239,6 +242,10 @@ func (c *Cluster) startControllers(ctx context.Context, saKey, saPub string, cmP
 				"--kubeconfig", c.Kubeconfig, "--leader-elect=false",
 				"--bind-address", "127.0.0.1", "--secure-port", strconv.Itoa(port),
 				"--cert-dir", filepath.Join(pki, "scheduler"),
+				// At its default (50 QPS) kube-scheduler needs 40 s to bind 1,000 pods (a
+				// binding and an event each), whoever made the nodes; sized as a large
+				// cluster's control plane is, it is not the limit a scale test measures.
+				"--kube-api-qps", strconv.Itoa(SchedulerQPS), "--kube-api-burst", strconv.Itoa(2 * SchedulerQPS),
 			}
 		}},
 	}

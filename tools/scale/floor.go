@@ -74,7 +74,7 @@ func floor(ctx context.Context, tg Target, opts Options, shapes []corev1.Node, p
 	}
 	var took time.Duration
 	err = waitAll(ctx, opts, start, func() (string, bool) {
-		st := w.states()
+		st := w.states(nil)
 		if st.running == opts.Pods {
 			took = time.Since(start)
 			return fmt.Sprintf("floor: running %d/%d", st.running, opts.Pods), true

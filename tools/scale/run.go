@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	emuclient "github.com/fleetwright/fleetwright/tools/awsemu/client"
 )
 
@@ -108,11 +109,11 @@ func Run(ctx context.Context, tg Target, opts Options) (*Report, error) {
 	r.Created = time.Since(start)
 	fmt.Fprintf(opts.Progress, "scale: %d pods created in %.1f s\n", len(pods), r.Created.Seconds())
 	err = waitAll(ctx, opts, start, func() (string, bool) {
-		st := w.states()
+		claims, nodes, nominated := countSince(ctx, tg.Client, start)
+		st := w.states(nominated)
 		if r.Pending == 0 && st.pendingOrPlaced == opts.Pods {
 			r.Pending = time.Since(start)
 		}
-		claims, nodes := countSince(ctx, tg.Client, start)
 		line := fmt.Sprintf("pending %d, nominated %d, bound %d, running %d/%d; nodeclaims %d, nodes ready %d",
 			st.pending, st.nominated, st.bound, st.running, opts.Pods, claims, nodes)
 		if st.running == opts.Pods {
@@ -310,13 +311,18 @@ func waitAll(ctx context.Context, opts Options, start time.Time, check func() (s
 	}
 }
 
-// countSince counts the claims and Ready nodes made since start (a cheap list each: hundreds).
-func countSince(ctx context.Context, c client.Client, start time.Time) (claims, ready int) {
+// countSince counts the claims and Ready nodes made since start (a cheap list each: hundreds),
+// and collects the UIDs of the pods the claims record nominations of.
+func countSince(ctx context.Context, c client.Client, start time.Time) (claims, ready int, nominated map[string]bool) {
+	nominated = map[string]bool{}
 	var cl karpv1.NodeClaimList
 	if c.List(ctx, &cl) == nil {
 		for _, x := range cl.Items {
 			if !x.CreationTimestamp.Time.Before(start.Truncate(time.Second)) {
 				claims++
+			}
+			for _, uid := range podproj.NominatedUIDs(x.Annotations) {
+				nominated[uid] = true
 			}
 		}
 	}
@@ -333,7 +339,7 @@ func countSince(ctx context.Context, c client.Client, start time.Time) (claims, 
 			}
 		}
 	}
-	return claims, ready
+	return claims, ready, nominated
 }
 
 // podWatch counts the run's pods by state from an informer (listing thousands of pods every
@@ -361,7 +367,8 @@ func watchPods(ctx context.Context, kube kubernetes.Interface, namespace string)
 	}}, nil
 }
 
-func (w *podWatch) states() podStates {
+// states counts the pods by state; nominated holds the UIDs of pods nominated to a NodeClaim.
+func (w *podWatch) states(nominated map[string]bool) podStates {
 	var s podStates
 	for _, p := range w.lister() {
 		switch {
@@ -371,7 +378,7 @@ func (w *podWatch) states() podStates {
 		case p.Spec.NodeName != "":
 			s.bound++
 			s.pendingOrPlaced++
-		case p.Annotations["fleetwright.io/nominated-nodeclaim"] != "" || p.Status.NominatedNodeName != "":
+		case nominated[string(p.UID)] || p.Status.NominatedNodeName != "":
 			s.nominated++
 			s.pendingOrPlaced++
 		default:
