@@ -61,9 +61,9 @@ type Common struct {
 	AdminAddr          string
 	// EnableProfiling serves net/http/pprof under /debug/pprof/ on the admin port.
 	EnableProfiling bool
-	Kubeconfig         string
-	KubeQPS            float64
-	KubeBurst          int
+	Kubeconfig      string
+	KubeQPS         float64
+	KubeBurst       int
 }
 
 // Register adds the common flags to fs, each defaulting to its environment variable.
