@@ -121,7 +121,7 @@ func TestNextDeadline(t *testing.T) {
 		{"expiry", []candidate{node(busy, expireAfter(time.Hour))}, t0.Add(time.Hour)},
 		{"registration", []candidate{node(busy, func(c *candidate) { c.RegisterBy = t0.Add(15 * time.Minute) })}, t0.Add(15 * time.Minute)},
 		{"a nomination running out", []candidate{node(busy, func(c *candidate) { c.AwaitedUntil = t0.Add(20 * time.Second) })}, t0.Add(20 * time.Second)},
-		{"the earliest of several", []candidate{node(busy, expireAfter(time.Hour)), node(emptySince(t0), expireAfter(2 * time.Hour))}, t0.Add(30 * time.Second)},
+		{"the earliest of several", []candidate{node(busy, expireAfter(time.Hour)), node(emptySince(t0), expireAfter(2*time.Hour))}, t0.Add(30 * time.Second)},
 		{"a disrupting claim has none", []candidate{node(emptySince(t0), func(c *candidate) { c.Disrupting = true })}, time.Time{}},
 		{"a replacement waiting for pods has none", []candidate{node(emptySince(t0), func(c *candidate) { c.Replacing = true })}, time.Time{}},
 	}
