@@ -59,9 +59,11 @@ type Common struct {
 	NATSStreamReplicas int
 	Prefix             string
 	AdminAddr          string
-	Kubeconfig         string
-	KubeQPS            float64
-	KubeBurst          int
+	// EnableProfiling serves net/http/pprof under /debug/pprof/ on the admin port.
+	EnableProfiling bool
+	Kubeconfig      string
+	KubeQPS         float64
+	KubeBurst       int
 }
 
 // Register adds the common flags to fs, each defaulting to its environment variable.
@@ -79,6 +81,8 @@ func (c *Common) Register(fs *flag.FlagSet, defaultAdmin string) {
 		"servers holding each JetStream stream the service creates; never lowered on an existing stream (env NATS_STREAM_REPLICAS)")
 	fs.StringVar(&c.Prefix, "prefix", Env("FLEETWRIGHT_PREFIX", "fleetwright"), "subject prefix (env FLEETWRIGHT_PREFIX)")
 	fs.StringVar(&c.AdminAddr, "admin-addr", Env("ADMIN_ADDR", defaultAdmin), "admin HTTP address for /metrics, /healthz, /readyz (env ADMIN_ADDR)")
+	fs.BoolVar(&c.EnableProfiling, "enable-profiling", EnvBool("ENABLE_PROFILING", false),
+		"serve Go's profiles (net/http/pprof) under /debug/pprof/ on the admin port, as Karpenter's --enable-profiling (env ENABLE_PROFILING)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", Env("KUBECONFIG", ""), "kubeconfig path; empty means in-cluster (env KUBECONFIG)")
 	fs.Float64Var(&c.KubeQPS, "kube-qps", EnvFloat("KUBE_QPS", 200), "Kubernetes client QPS, as Karpenter's default (env KUBE_QPS)")
 	fs.IntVar(&c.KubeBurst, "kube-burst", EnvInt("KUBE_BURST", 300), "Kubernetes client burst, as Karpenter's default (env KUBE_BURST)")
@@ -157,10 +161,13 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	}
 	rt.shutdownTracing = shutdown
 	rt.Admin = telemetry.NewAdminServer(o.Common.AdminAddr, rt.Registry)
+	if o.Common.EnableProfiling {
+		rt.Admin.EnableProfiling()
+	}
 	if err := rt.Admin.Start(); err != nil {
 		return nil, fmt.Errorf("starting admin server: %w", err)
 	}
-	rt.Log.Info().Str("admin", rt.Admin.Addr()).Str("nats", bus.Redact(o.Common.NATSURL)).Msg("starting")
+	rt.Log.Info().Str("admin", rt.Admin.Addr()).Bool("profiling", o.Common.EnableProfiling).Str("nats", bus.Redact(o.Common.NATSURL)).Msg("starting")
 	if o.Kube {
 		cfg, err := clientcmd.BuildConfigFromFlags("", o.Common.Kubeconfig)
 		if err != nil {
@@ -280,6 +287,10 @@ func EnvFloat(key string, def float64) float64 {
 	return envParse(key, def, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) })
 }
 
+// EnvBool returns the environment variable as a bool (true, false, 1, 0, ...); the default
+// when unset.
+func EnvBool(key string, def bool) bool { return envParse(key, def, strconv.ParseBool) }
+
 // EnvDuration returns the environment variable as a duration; the default when unset.
 func EnvDuration(key string, def time.Duration) time.Duration {
 	return envParse(key, def, time.ParseDuration)
@@ -323,43 +334,4 @@ func EnvError() error {
 		errs = append(errs, envErrors.byKey[k])
 	}
 	return errors.Join(errs...)
-}
-
-// Every runs f at once and then every d until ctx ends; it returns nil then, so it fits an
-// errgroup. A slow f delays the next run rather than overlapping it.
-func Every(ctx context.Context, d time.Duration, f func()) error {
-	return EveryOrKicked(ctx, d, nil, f) // a nil Trigger is never kicked
-}
-
-// Trigger coalesces nudges into runs: Kick never blocks, and any number of kicks before the
-// runner gets to them make one run. Make it with NewTrigger.
-type Trigger chan struct{}
-
-// NewTrigger makes a Trigger.
-func NewTrigger() Trigger { return make(Trigger, 1) }
-
-// Kick asks for a run; a run already asked for absorbs it.
-func (t Trigger) Kick() {
-	select {
-	case t <- struct{}{}:
-	default:
-	}
-}
-
-// EveryOrKicked is Every that also runs f when kicked: at once, then after each kick and every
-// d as a safety net, until ctx ends. Kicks during a run make one more run after it, so a burst
-// of changes yields a couple of runs, never one a kick; a run that changes nothing only causes
-// more runs if something else kicks.
-func EveryOrKicked(ctx context.Context, d time.Duration, kick Trigger, f func()) error {
-	t := time.NewTicker(d)
-	defer t.Stop()
-	for {
-		f()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		case <-kick:
-		}
-	}
 }

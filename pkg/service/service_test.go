@@ -302,31 +302,56 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// A burst of kicks while a run is under way makes one more run, not one a kick, and a run
-// nothing kicked is not followed by another until the next kick.
-func TestEveryOrKickedCoalescesKicks(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+// --enable-profiling (env ENABLE_PROFILING) serves Go's profiles on the admin port; without it
+// there are none, and a value that is not a bool is refused.
+func TestProfilingOnTheAdminPort(t *testing.T) {
+	srv := bustest.RunServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kick := NewTrigger()
-	ran, release := make(chan struct{}), make(chan struct{})
-	done := make(chan error, 1)
-	go func() { done <- EveryOrKicked(ctx, time.Hour, kick, func() { ran <- struct{}{}; <-release }) }()
+	start := func(args ...string) *Runtime {
+		var c Common
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		c.Register(fs, "127.0.0.1:0")
+		require.NoError(t, fs.Parse(append([]string{"--nats-url", srv.ClientURL()}, args...)))
+		rt, err := Start(ctx, Options{Name: "pod-watcher", Common: c})
+		require.NoError(t, err)
+		t.Cleanup(func() { rt.Close(ctx) })
+		return rt
+	}
+	get := func(rt *Runtime, path string) (int, string) {
+		resp, err := http.Get("http://" + rt.Admin.Addr() + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
 
-	<-ran // the first run, at once
-	for range 500 {
-		kick.Kick() // never blocks
+	off := start()
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap"} {
+		code, _ := get(off, path)
+		assert.Equal(t, http.StatusNotFound, code, "%s without --enable-profiling", path)
 	}
-	release <- struct{}{}
-	<-ran // one run for the whole burst
-	release <- struct{}{}
-	select {
-	case <-ran:
-		t.Fatal("a run nobody kicked")
-	case <-time.After(300 * time.Millisecond):
-	}
-	kick.Kick()
-	<-ran
-	release <- struct{}{}
-	cancel()
-	require.NoError(t, <-done)
+
+	on := start("--enable-profiling")
+	code, body := get(on, "/debug/pprof/")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "goroutine", "the index lists the profiles")
+	code, body = get(on, "/debug/pprof/heap?debug=1")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "heap profile:")
+	code, _ = get(on, "/metrics")
+	assert.Equal(t, http.StatusOK, code, "the other endpoints are still there")
+
+	t.Setenv("ENABLE_PROFILING", "true")
+	code, _ = get(start(), "/debug/pprof/heap")
+	assert.Equal(t, http.StatusOK, code, "ENABLE_PROFILING=true turns it on")
+
+	t.Setenv("ENABLE_PROFILING", "yes please")
+	var c Common
+	c.Register(flag.NewFlagSet("test", flag.ContinueOnError), "127.0.0.1:0")
+	c.NATSURL = srv.ClientURL()
+	assert.ErrorContains(t, c.Validate(), `ENABLE_PROFILING="yes please" does not parse`)
+	t.Setenv("ENABLE_PROFILING", "")
+	EnvBool("ENABLE_PROFILING", false) // read again, unset: the error is gone for the tests after
+	require.NoError(t, EnvError())
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -22,10 +23,12 @@ type ReadinessCheck func(ctx context.Context) error
 //	/healthz  200 while the process serves HTTP (liveness)
 //	/readyz   200 when every readiness check passes, else 503 naming the
 //	          failing check and its error
+//	/debug/pprof/  Go's profiles (net/http/pprof), only once EnableProfiling is called
 type AdminServer struct {
-	addr     string
-	gatherer prometheus.Gatherer
-	timeout  time.Duration
+	addr      string
+	gatherer  prometheus.Gatherer
+	timeout   time.Duration
+	profiling bool
 
 	mu       sync.Mutex
 	checks   []namedCheck
@@ -48,6 +51,15 @@ func NewAdminServer(addr string, gatherer prometheus.Gatherer) *AdminServer {
 	return &AdminServer{addr: addr, gatherer: gatherer, timeout: 5 * time.Second}
 }
 
+// EnableProfiling serves Go's runtime profiles under /debug/pprof/ (`go tool pprof
+// http://<admin>/debug/pprof/heap`). Off unless asked for: a CPU profile costs the process
+// while it runs, and the profiles show its internals. Call it before Start.
+func (a *AdminServer) EnableProfiling() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.profiling = true
+}
+
 // AddReadiness registers a named readiness check, e.g. "nats" or
 // "informers". Checks run in registration order on each /readyz request.
 func (a *AdminServer) AddReadiness(name string, check ReadinessCheck) {
@@ -65,6 +77,16 @@ func (a *AdminServer) Handler() http.Handler {
 		_, _ = fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", a.serveReady)
+	a.mu.Lock()
+	profiling := a.profiling
+	a.mu.Unlock()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index) // the named profiles: heap, goroutine, allocs, block, mutex, ...
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

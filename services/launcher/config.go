@@ -40,8 +40,9 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.Region, "region", service.Env("AWS_REGION", "us-east-1"), "AWS region (env AWS_REGION)")
 	fs.IntVar(&c.Workers, "workers", service.EnvInt("LAUNCH_WORKERS", 4), "launches in flight per replica (env LAUNCH_WORKERS)")
 	fs.DurationVar(&c.CatalogRefresh, "catalog-refresh", service.EnvDuration("CATALOG_REFRESH", 5*time.Minute), "how often to republish the instance catalog (env CATALOG_REFRESH)")
-	fs.DurationVar(&c.StatusInterval, "status-interval", service.EnvDuration("STATUS_INTERVAL", 5*time.Second),
-		"how often EC2NodeClass and NodePool statuses, their hash annotations, and NodeClaims' Drifted conditions are brought up to date (env STATUS_INTERVAL)")
+	fs.DurationVar(&c.StatusInterval, "status-interval", service.EnvDuration("STATUS_INTERVAL", 30*time.Second),
+		"EC2NodeClass and NodePool statuses, their hash annotations, NodeClaims' Drifted conditions and v1alpha5 adoption are brought up to date on every change of what they read; "+
+			"this is how often they also are regardless, for what no watch announces (what a class's terms resolve to in EC2) (env STATUS_INTERVAL)")
 	fs.DurationVar(&c.RegistrationResync, "registration-resync", service.EnvDuration("REGISTRATION_RESYNC", 10*time.Second),
 		"registration runs on every Node and NodeClaim change; this is how often it also runs regardless, as a safety net (env REGISTRATION_RESYNC)")
 	fs.DurationVar(&c.TemplateGC, "template-gc-interval", service.EnvDuration("LAUNCH_TEMPLATE_GC_INTERVAL", 5*time.Minute),

@@ -44,9 +44,11 @@ spec:
 // A launched claim records what drift is judged by (the pool's and class's hashes, its subnet
 // and security groups) and is marked Drifted — the DRIFTED column of `kubectl get nodeclaims
 // -o wide` — when its pool's template changes (NodePoolDrifted) and when its class no longer
-// resolves to its AMI (AMIDrift); undoing each change clears the condition.
+// resolves to its AMI (AMIDrift); undoing each change clears the condition. The statuses and
+// drift are driven by the changes of what they read: with the safety-net resync an hour away,
+// the class's status, the hashes and each drift still follow every change at once.
 func TestDriftOfPoolAndAMI(t *testing.T) {
-	e := start(t, "--status-interval", "200ms", "--resolver-ttl", "100ms")
+	e := start(t, "--status-interval", "1h", "--resolver-ttl", "100ms")
 	path := e.apply(classManifest("drift", "  role: KarpenterNodeRole-demo-cluster\n") + "---\n" + driftPoolManifest)
 	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", path) })
 

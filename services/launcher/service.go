@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
@@ -75,7 +76,6 @@ func run(ctx context.Context, args []string) error {
 	if l.types, err = catalogkv.Watch(ctx, kv); err != nil {
 		return err
 	}
-	reg := &registrar{launcher: l, nodes: stores.nodes}
 	cat := catalogBuilder{api: api, region: cfg.Region, spotModelled: cfg.SpotPriceModelled, now: time.Now}
 
 	// Offerings any replica found out of capacity, replayed from one TTL back so a restart
@@ -105,25 +105,33 @@ func run(ctx context.Context, args []string) error {
 	// Registration runs when a Node or NodeClaim changes (a node appears, becomes Ready, loses
 	// a startup taint; a claim is launched), coalesced, and every --registration-resync besides.
 	// Its own writes cause at most one more pass, which finds nothing to do and writes nothing.
-	regKick := service.NewTrigger()
-	if err := stores.cache.OnChange(regKick.Kick, stores.cache.Nodes, stores.cache.NodeClaims); err != nil {
+	// Its gap is short: a new node's pods wait for it to lift the unregistered taint.
+	reg := &registrar{launcher: l, nodes: stores.nodes}
+	if err := l.changeDriven(gctx, g, stores.cache, passSpec{what: "registering nodes", run: reg.reconcile,
+		resync: cfg.RegistrationResync, gap: registrationGap}, stores.cache.Nodes, stores.cache.NodeClaims); err != nil {
 		return err
 	}
-	g.Go(func() error {
-		return service.EveryOrKicked(gctx, cfg.RegistrationResync, regKick, func() { logErr(l, reg.reconcile(gctx), "registering nodes") })
-	})
+	// The passes below read the whole cluster: each runs when something it reads changes, at
+	// most once a service.KickGap, and every --status-interval for what no watch announces (EC2
+	// resolving a class's terms to other subnets or AMIs, catalog prices in the fleet gauges).
 	legacy := &legacyNodes{launcher: l, cache: stores.cache, claims: stores.dyn.Resource(clusterstate.NodeClaims), nodes: stores.nodes, warned: map[string]string{}}
-	g.Go(func() error {
-		return service.Every(gctx, cfg.StatusInterval, func() { logErr(l, legacy.pass(gctx), "adopting nodes launched by Karpenter v1alpha5") })
-	})
+	if err := l.changeDriven(gctx, g, stores.cache, passSpec{what: "adopting nodes launched by Karpenter v1alpha5", run: legacy.pass,
+		resync: cfg.StatusInterval, gap: service.KickGap},
+		withLegacy(stores.cache, stores.cache.Nodes, stores.cache.NodeClaims, stores.cache.NodePools)...); err != nil {
+		return err
+	}
 	st := &statuses{l: l, cache: stores.cache, classes: stores.dyn.Resource(clusterstate.NodeClasses), pools: stores.dyn.Resource(clusterstate.NodePools)}
-	g.Go(func() error {
-		return service.Every(gctx, cfg.StatusInterval, func() { logErr(l, st.pass(gctx), "updating node class and pool statuses") })
-	})
+	if err := l.changeDriven(gctx, g, stores.cache, passSpec{what: "updating node class and pool statuses", run: st.pass,
+		resync: cfg.StatusInterval, gap: service.KickGap},
+		stores.cache.NodeClasses, stores.cache.NodePools, stores.cache.NodeClaims); err != nil {
+		return err
+	}
 	dr := &drifts{launcher: l, cache: stores.cache, store: stores.claims, legacy: stores.classes.legacy}
-	g.Go(func() error {
-		return service.Every(gctx, cfg.StatusInterval, func() { logErr(l, dr.pass(gctx), "recording drifted nodeclaims") })
-	})
+	if err := l.changeDriven(gctx, g, stores.cache, passSpec{what: "recording drifted nodeclaims", run: dr.pass,
+		resync: cfg.StatusInterval, gap: service.KickGap},
+		withLegacy(stores.cache, stores.cache.NodeClaims, stores.cache.NodePools, stores.cache.NodeClasses)...); err != nil {
+		return err
+	}
 	g.Go(func() error {
 		return service.Every(gctx, cfg.TemplateGC, func() {
 			classes := st.classNames()
@@ -156,6 +164,53 @@ func run(ctx context.Context, args []string) error {
 		return nil
 	})
 	return g.Wait()
+}
+
+// registrationGap is the least time between registration passes a change starts.
+const registrationGap = 250 * time.Millisecond
+
+// passRetry is how soon a pass that failed runs again, whatever its resync: a write refused
+// for a moment is not left for the next change or the next --status-interval.
+const passRetry = 5 * time.Second
+
+// passSpec is one of the launcher's change-driven passes.
+type passSpec struct {
+	what   string // for the log line of a pass that failed: "recording drifted nodeclaims"
+	run    func(context.Context) error
+	resync time.Duration
+	gap    time.Duration
+}
+
+// changeDriven runs a pass in g (service.EveryOrKicked) on every change the informers deliver
+// (the cache's own: what the pass reads), every resync, and passRetry after a pass that failed.
+func (l *launcher) changeDriven(ctx context.Context, g *errgroup.Group, c *clusterstate.Cache, p passSpec, informers ...cache.SharedIndexInformer) error {
+	kick := service.NewTrigger(p.gap)
+	if err := c.OnChange(kick.Kick, informers...); err != nil {
+		return fmt.Errorf("%s: %w", p.what, err)
+	}
+	g.Go(func() error {
+		return service.EveryOrKicked(ctx, p.resync, kick, func() {
+			err := p.run(ctx)
+			logErr(l, err, p.what)
+			retry := time.Time{} // none
+			if err != nil {
+				retry = time.Now().Add(passRetry)
+			}
+			kick.KickAt(retry)
+		})
+	})
+	return nil
+}
+
+// withLegacy adds the v1alpha5 informers a pass reads (Provisioners through Pools,
+// AWSNodeTemplates through NodeClass) where that API is served and so watched.
+func withLegacy(c *clusterstate.Cache, informers ...cache.SharedIndexInformer) []cache.SharedIndexInformer {
+	for _, inf := range []cache.SharedIndexInformer{c.Provisioners, c.Templates} {
+		if inf != nil {
+			informers = append(informers, inf)
+		}
+	}
+	return informers
 }
 
 // catalogRetry is the first wait before a failed catalog refresh is tried again.

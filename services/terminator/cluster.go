@@ -159,7 +159,7 @@ func (k *kube) candidates(now time.Time) []candidate {
 	// way: the claim's node is not empty while the nomination is live (podproj's rule, at its
 	// default bounds: 20 s after the node is ready at most), or a node launched for one pod
 	// could be emptied before the pod lands on it.
-	awaited := map[string]bool{}
+	awaited := map[string]time.Time{} // claim → when the first nomination to it ends by the clock; zero: none does
 	rule := podproj.NominationRule{Grace: podproj.DefaultNominationGrace, Limit: podproj.DefaultNominationLimit}
 	lookup := func(name string) (podproj.Claim, bool) { c, ok := byName[name]; return c, ok }
 	for _, p := range k.cache.Unbound() {
@@ -167,7 +167,9 @@ func (k *kube) candidates(now time.Time) []candidate {
 			continue
 		}
 		if n := rule.JudgeNomination(k.cache.NominationOf(string(p.UID)), lookup, now); n.Live {
-			awaited[n.Claim] = true
+			if until, seen := awaited[n.Claim]; !seen || !n.Expires.IsZero() && (until.IsZero() || n.Expires.Before(until)) {
+				awaited[n.Claim] = n.Expires
+			}
 		}
 	}
 	var out []candidate
@@ -186,8 +188,8 @@ func (k *kube) candidates(now time.Time) []candidate {
 				continue // not cached yet, or gone
 			}
 			describeNode(&c, node, k.cache.PodsOn(node.Name))
-			if awaited[nc.Name] {
-				c.Empty = false
+			if until, ok := awaited[nc.Name]; ok {
+				c.Empty, c.AwaitedUntil = false, until
 			}
 		}
 		out = append(out, c)

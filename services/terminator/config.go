@@ -36,7 +36,9 @@ func parseConfig(args []string) (config, error) {
 	fs.IntVar(&c.Workers, "workers", service.EnvInt("TERMINATION_WORKERS", 4), "terminations in flight per replica (env TERMINATION_WORKERS)")
 	fs.IntVar(&c.UrgentWorkers, "urgent-workers", service.EnvInt("URGENT_TERMINATION_WORKERS", 2),
 		"interruptions in flight per replica, on a consumer of their own so no drain held by a PodDisruptionBudget delays them (env URGENT_TERMINATION_WORKERS)")
-	fs.DurationVar(&c.Interval, "interval", service.EnvDuration("DECISION_INTERVAL", 2*time.Second), "how often emptiness, expiry and deletions are evaluated (env DECISION_INTERVAL)")
+	fs.DurationVar(&c.Interval, "interval", service.EnvDuration("DECISION_INTERVAL", 30*time.Second),
+		"emptiness, expiry and deletions are evaluated on every change of nodes, NodeClaims, pods and pools, and when a TTL they know of ends; "+
+			"this is how often they also are regardless, for what no change announces (a budget's schedule opening) (env DECISION_INTERVAL)")
 	fs.DurationVar(&c.IntentAckWait, "intent-ack-wait", service.EnvDuration("INTENT_ACK_WAIT", 5*time.Second),
 		"a termination intent whose worker died (stopped sending heartbeats) is redelivered this long after (env INTENT_ACK_WAIT)")
 	fs.DurationVar(&c.DrainSlice, "drain-slice", service.EnvDuration("DRAIN_SLICE", 30*time.Second),

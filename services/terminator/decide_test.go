@@ -103,3 +103,31 @@ func TestGracePeriodTravels(t *testing.T) {
 }
 
 func itoa(i int64) string { return strconv.FormatInt(i, 10) }
+
+// The decider is woken at the first moment its stages would decide otherwise by the clock
+// alone; deadlines already past, and those of claims being disrupted, do not wake it.
+func TestNextDeadline(t *testing.T) {
+	now := t0.Add(10 * time.Second)
+	cases := []struct {
+		name  string
+		cands []candidate
+		want  time.Time
+	}{
+		{"nothing timed", []candidate{node(busy)}, time.Time{}},
+		{"an empty node's TTL", []candidate{node(emptySince(t0))}, t0.Add(30 * time.Second)},
+		{"an empty node not marked yet: its marking is a change", []candidate{node()}, time.Time{}},
+		{"a busy node's old mark is no deadline", []candidate{node(busy, emptySince(t0))}, time.Time{}},
+		{"a TTL already past is not one", []candidate{node(emptySince(t0.Add(-time.Hour)), blockedBy("node ip-1"))}, time.Time{}},
+		{"expiry", []candidate{node(busy, expireAfter(time.Hour))}, t0.Add(time.Hour)},
+		{"registration", []candidate{node(busy, func(c *candidate) { c.RegisterBy = t0.Add(15 * time.Minute) })}, t0.Add(15 * time.Minute)},
+		{"a nomination running out", []candidate{node(busy, func(c *candidate) { c.AwaitedUntil = t0.Add(20 * time.Second) })}, t0.Add(20 * time.Second)},
+		{"the earliest of several", []candidate{node(busy, expireAfter(time.Hour)), node(emptySince(t0), expireAfter(2*time.Hour))}, t0.Add(30 * time.Second)},
+		{"a disrupting claim has none", []candidate{node(emptySince(t0), func(c *candidate) { c.Disrupting = true })}, time.Time{}},
+		{"a replacement waiting for pods has none", []candidate{node(emptySince(t0), func(c *candidate) { c.Replacing = true })}, time.Time{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, nextDeadline(tc.cands, now))
+		})
+	}
+}

@@ -35,6 +35,9 @@ type candidate struct {
 	// Replacing: a replacement still waiting for the pods of the node it replaces (see
 	// disruption.Replacing): not empty in any sense that matters yet.
 	Replacing bool
+	// AwaitedUntil is when the first live nomination of a pending pod to this claim ends by the
+	// clock (podproj.Nomination.Expires); zero when none does. Such a pod keeps Empty false.
+	AwaitedUntil time.Time
 }
 
 // actionKind is what a decision stage asks for.
@@ -74,6 +77,39 @@ func decide(cands []candidate, pools map[string]*poolBudget, now time.Time) []ac
 		}
 	}
 	return withinBudgets(out, pools, now)
+}
+
+// nextDeadline is the first moment after now at which the stages would decide otherwise with
+// nothing in the cluster changing: an empty node's TTL ends, a claim expires or misses its
+// registration deadline, a pending pod's nomination to a node runs out. The decider is woken
+// then (service.Trigger.KickAt); everything else it decides on is a change it is told of.
+// Deadlines already past are left out: what they wait for now (a do-not-disrupt annotation to
+// go, a budget to allow it) is a change too. Zero when there is none.
+func nextDeadline(cands []candidate, now time.Time) time.Time {
+	var next time.Time
+	consider := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, c := range cands {
+		if c.Disrupting {
+			continue
+		}
+		if !c.RegisterBy.IsZero() {
+			consider(c.RegisterBy)
+		}
+		if c.ExpireAfter != nil {
+			consider(c.Created.Add(*c.ExpireAfter))
+		}
+		if !c.AwaitedUntil.IsZero() {
+			consider(c.AwaitedUntil)
+		}
+		if c.HasNode && c.Initialized && c.Empty && !c.Replacing && c.EmptyAfter != nil && !c.EmptySince.IsZero() {
+			consider(c.EmptySince.Add(*c.EmptyAfter))
+		}
+	}
+	return next
 }
 
 // emptiness tracks how long an initialized node has been empty and decides to terminate it

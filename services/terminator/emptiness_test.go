@@ -23,15 +23,19 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
+	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
 
 // nodePool creates a NodePool that empties its nodes at once, with the given budgets (JSON).
-func (e *env) nodePool(name, budgets string) {
+func (e *env) nodePool(name, budgets string) { e.nodePoolAfter(name, "0s", budgets) }
+
+// nodePoolAfter creates a NodePool that empties its nodes after consolidateAfter.
+func (e *env) nodePoolAfter(name, consolidateAfter, budgets string) {
 	e.t.Helper()
 	var obj map[string]any
 	require.NoError(e.t, json.Unmarshal([]byte(fmt.Sprintf(`{"apiVersion":"karpenter.sh/v1","kind":"NodePool","metadata":{"name":%q},"spec":{
 		"template":{"spec":{"nodeClassRef":{"group":"karpenter.k8s.aws","kind":"EC2NodeClass","name":"default"},"requirements":[]}},
-		"disruption":{"consolidationPolicy":"WhenEmpty","consolidateAfter":"0s","budgets":%s}}}`, name, budgets)), &obj))
+		"disruption":{"consolidationPolicy":"WhenEmpty","consolidateAfter":%q,"budgets":%s}}}`, name, consolidateAfter, budgets)), &obj))
 	res := e.dyn.Resource(clusterstate.NodePools)
 	_, err := res.Create(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
 	require.NoError(e.t, err)
@@ -42,9 +46,16 @@ func (e *env) nodePool(name, budgets string) {
 // with its NodeClaim, as the launcher leaves them.
 func (e *env) emptyNode(pool, claim string) *karpv1.NodeClaim {
 	e.t.Helper()
+	return e.emptyNodeOf(pool, claim, map[string]string{"kwok.x-k8s.io/node": "fake"})
+}
+
+// emptyNodeOf is emptyNode with the node's annotations: without kwok's, no kubelet heartbeat
+// updates the node.
+func (e *env) emptyNodeOf(pool, claim string, annotations map[string]string) *karpv1.NodeClaim {
+	e.t.Helper()
 	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
 	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: inst.PrivateDNS, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+		ObjectMeta: metav1.ObjectMeta{Name: inst.PrivateDNS, Annotations: annotations,
 			Labels: map[string]string{karpv1.NodePoolLabelKey: pool}, Finalizers: []string{karpv1.TerminationFinalizer}},
 		Spec: corev1.NodeSpec{ProviderID: providerID(inst)},
 	}
@@ -143,7 +154,8 @@ func TestEmptyNodesGoOneAtATimeUnderABudgetOfOne(t *testing.T) {
 // A node launched for a pod is empty until kube-scheduler binds the pod to it: while a pending
 // pod's nomination to the node's claim is live, emptiness leaves the node alone (a pool with
 // consolidateAfter 0 used to remove it before the pod landed, and the scheduler launched again,
-// round after round). Once the pod is gone, the node is empty and goes.
+// round after round). Once the pod is gone, the node is empty and goes: the pod's deletion
+// wakes the decisions, whose --interval is an hour.
 func TestNodeAwaitedByANominatedPodIsNotEmpty(t *testing.T) {
 	e := newEnv(t, 307)
 	const pool = "awaited"
@@ -162,7 +174,7 @@ func TestNodeAwaitedByANominatedPodIsNotEmpty(t *testing.T) {
 	_, err = e.dyn.Resource(clusterstate.NodeClaims).Patch(e.ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 	require.NoError(t, err)
 
-	e.run()
+	e.run("--interval", "1h")
 	assert.Never(t, func() bool {
 		n, err := e.kube.CoreV1().Nodes().Get(e.ctx, nc.Status.NodeName, metav1.GetOptions{})
 		return err != nil || hasDisruptedTaint(n) || n.Annotations[emptinessAnnotation] != ""
@@ -173,4 +185,48 @@ func TestNodeAwaitedByANominatedPodIsNotEmpty(t *testing.T) {
 		_, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, nc.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}, wait, tick, "with the pod gone, the empty node goes")
+}
+
+// Decisions follow the cluster, not the clock: with --interval an hour, so that after its first
+// run at start only a change or a deadline it found wakes the decider, a node that becomes empty
+// later goes at once under consolidateAfter 0 (its claim, its node and its emptiness mark are
+// changes), and one whose pool waits 3 s is decided on once they are up, with nothing else
+// changing: no kubelet (kwok) heartbeat updates that node, and the controller-manager marks a
+// node that never reported only after its 60 s startup grace, well after the 20 s this allows.
+func TestDecisionsFollowChangesNotTheInterval(t *testing.T) {
+	e := newEnv(t, 311)
+	e.nodePoolAfter("follow-now", "0s", `[{"nodes":"100%"}]`)
+	e.nodePoolAfter("follow-later", "3s", `[{"nodes":"100%"}]`)
+	e.run("--interval", "1h")
+	claimGone := func(name string) func() bool {
+		return func() bool {
+			_, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}
+	}
+
+	now := e.emptyNode("follow-now", "follow-now-a")
+	require.Eventually(t, claimGone(now.Name), wait, tick, "an empty node of a pool with consolidateAfter 0 goes")
+
+	later := e.emptyNodeOf("follow-later", "follow-later-a", nil)
+	var marked time.Time
+	require.Eventually(t, func() bool {
+		n, err := e.kube.CoreV1().Nodes().Get(e.ctx, later.Status.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		marked, err = time.Parse(time.RFC3339, n.Annotations[emptinessAnnotation])
+		return err == nil
+	}, wait, tick, "the empty node is marked")
+	var decided *terminationv1.TerminationIntent
+	require.Eventually(t, func() bool {
+		for _, in := range e.intents() {
+			if in.GetNodeClaimName() == later.Name {
+				decided = in
+			}
+		}
+		return decided != nil
+	}, 20*time.Second, tick, "the node is decided on once consolidateAfter has passed: the decider woke at that deadline")
+	assert.Equal(t, commonv1.TerminationReason_TERMINATION_REASON_EMPTY, decided.GetReason())
+	assert.False(t, decided.GetRequestTime().AsTime().Before(marked.Add(3*time.Second)), "not before its 3 s were up")
 }

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
@@ -55,11 +56,26 @@ func run(ctx context.Context, args []string) error {
 
 	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("queue", cfg.InterruptionQueue).Int("workers", cfg.Workers).Int("urgent_workers", cfg.UrgentWorkers).Bool("v1alpha5", k.cache.Legacy).Msg("terminating nodes")
 	g, gctx := errgroup.WithContext(ctx)
+	// Decisions run on every change of what they read (nodes, NodeClaims, pods, pools), at most
+	// once a service.KickGap, at the next deadline the last run found (an empty node's TTL ends,
+	// a claim expires), and every --interval for what neither announces (a budget's schedule
+	// opening, a stalled termination to publish again). A failed run is tried again soon.
+	kick := service.NewTrigger(service.KickGap)
+	watched := []cache.SharedIndexInformer{k.cache.Nodes, k.cache.NodeClaims, k.cache.Pods, k.cache.NodePools}
+	if k.cache.Provisioners != nil {
+		watched = append(watched, k.cache.Provisioners)
+	}
+	if err := k.cache.OnChange(kick.Kick, watched...); err != nil {
+		return fmt.Errorf("watching what the decisions read: %w", err)
+	}
 	g.Go(func() error {
-		return service.Every(gctx, cfg.Interval, func() {
-			if err := d.pass(gctx); err != nil && gctx.Err() == nil {
+		return service.EveryOrKicked(gctx, cfg.Interval, kick, func() {
+			next, err := d.pass(gctx)
+			if err != nil && gctx.Err() == nil {
 				rt.Log.Warn().Err(err).Msg("deciding terminations")
+				next = time.Now().Add(decisionRetry)
 			}
+			kick.KickAt(next)
 		})
 	})
 	g.Go(func() error {
@@ -105,6 +121,10 @@ func run(ctx context.Context, args []string) error {
 	return g.Wait()
 }
 
+// decisionRetry is how soon a decision pass that failed (a write or a publish refused) runs
+// again, whatever --interval is.
+const decisionRetry = 2 * time.Second
+
 // intentSubject is where an intent is published: an interruption's on
 // <prefix>.terminations.urgent, every other on <prefix>.terminations.intents.
 //
@@ -138,11 +158,13 @@ type decider struct {
 	pending map[string]pendingIntent
 }
 
-func (d *decider) pass(ctx context.Context) error {
+// pass decides about every candidate and acts; it returns when it next needs to run with
+// nothing changing (nextDeadline), zero if never.
+func (d *decider) pass(ctx context.Context) (time.Time, error) {
 	now := d.now()
 	cands := d.k.candidates(now)
 	if err := d.k.ensureFinalizers(ctx, cands); err != nil {
-		return err
+		return time.Time{}, err
 	}
 	pools := d.k.budgets()
 	if d.pending == nil {
@@ -172,7 +194,7 @@ func (d *decider) pass(ctx context.Context) error {
 			}
 		case terminate:
 			if err := d.publishDecision(ctx, a, log); err != nil {
-				return err
+				return time.Time{}, err
 			}
 			if _, ok := d.pending[c.UID]; !ok {
 				d.pending[c.UID] = pendingIntent{Pool: c.Pool, At: now,
@@ -183,10 +205,10 @@ func (d *decider) pass(ctx context.Context) error {
 	for _, in := range d.k.deleting(now, d.resumeAfter) {
 		if err := d.publishDecision(ctx, action{Intent: in, Why: in.GetWhy()},
 			d.log.With().Str("nodeclaim", in.GetNodeClaimName()).Str("node", in.GetNodeName()).Logger()); err != nil {
-			return err
+			return time.Time{}, err
 		}
 	}
-	return nil
+	return nextDeadline(cands, now), nil
 }
 
 // publishDecision publishes a termination intent in a span of its own, so the trace of an
