@@ -90,6 +90,9 @@ func stateOf(nc *karpv1.NodeClaim) claimState {
 		Registered: nc.IsTrue(karpv1.ConditionTypeRegistered), Initialized: nc.IsTrue(karpv1.ConditionTypeInitialized),
 		Labels: maps.Clone(nc.Labels), Annotations: maps.Clone(nc.Annotations),
 	}
+	// The scheduler's record of the pods nominated to the claim is the claim's own: it is not
+	// synced to the node.
+	maps.DeleteFunc(s.Annotations, func(k, _ string) bool { return strings.HasPrefix(k, podproj.NominationKeyPrefix) })
 	for _, t := range nc.Spec.StartupTaints {
 		s.StartupTaints = append(s.StartupTaints, &commonv1.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
 	}

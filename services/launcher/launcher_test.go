@@ -35,6 +35,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
 	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
@@ -156,7 +157,9 @@ func (e *env) claimOf(class, name string, types ...string) *launchv1.LaunchInten
 	e.t.Helper()
 	nc := &karpv1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "default", "team": "a"},
-			Annotations: map[string]string{"example.com/owner": "team-a"}},
+			Annotations: map[string]string{"example.com/owner": "team-a",
+				// The scheduler's record of a pod nominated to the claim.
+				podproj.NominationKey("pod-uid-1"): `{"pod":"default/p1","at":"2026-11-26T00:00:00Z"}`}},
 		Spec: karpv1.NodeClaimSpec{
 			NodeClassRef:  &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: class},
 			Requirements:  []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: types}},
@@ -283,6 +286,7 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 	assert.Equal(t, "spot", node.Labels[karpv1.CapacityTypeLabelKey])
 	assert.Equal(t, "a", node.Labels["team"], "the pool's labels come through user data")
 	assert.Equal(t, "team-a", node.Annotations["example.com/owner"], "the claim's annotations (the pool template's) reach the node")
+	assert.NotContains(t, node.Annotations, podproj.NominationKey("pod-uid-1"), "the claim's nominations stay on the claim")
 	assert.Equal(t, "arm64", node.Labels[karpv1.LabelArch])
 	assert.Equal(t, "true", node.Labels["karpenter.sh/initialized"])
 	// Karpenter's well-known labels of the offering, whatever the pods asked for.

@@ -13,6 +13,7 @@
 //
 //	go run ./tools/scale --pods 1000
 //	go run ./tools/scale --pods 5000 --mix plain=1,host-anti=1 --pool my-pool.yaml
+//	go run ./tools/scale --pods 5000 --stack own --profile /tmp/profiles   # then go tool pprof -top
 package main
 
 import (
@@ -63,6 +64,8 @@ func run(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long to wait for the pods to run")
 	workers := fs.Int("workers", 32, "pod creates in flight")
 	keep := fs.Bool("keep", false, "leave the pods (and so the nodes) in place")
+	profile := fs.String("profile", "", "a directory for each service's CPU profile (the run's first --profile-seconds) and heap profile (at the end); the services must run with ENABLE_PROFILING=true, which --stack own sets")
+	profileSeconds := fs.Int("profile-seconds", 30, "how long the CPU profiles cover, from the first pod create")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,6 +88,9 @@ func run(ctx context.Context, args []string) error {
 		if _, err := os.Stat(filepath.Join(*state, "supervisor.pid")); err == nil {
 			return fmt.Errorf("a stack is already running (%s): use --stack running, or `make down` first", *state)
 		}
+		if *profile != "" {
+			os.Setenv("ENABLE_PROFILING", "true") // inherited by the stack's services
+		}
 		if err := makeTarget(ctx, "up"); err != nil {
 			return err
 		}
@@ -104,7 +110,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	r, err := Run(ctx, tg, Options{Pods: *pods, Mix: mix, Namespace: *ns, Floor: *withFloor, Timeout: *timeout,
-		Workers: *workers, Progress: os.Stdout, Keep: *keep})
+		Workers: *workers, Progress: os.Stdout, Keep: *keep, ProfileDir: *profile, ProfileSeconds: *profileSeconds})
 	if err != nil {
 		return err
 	}

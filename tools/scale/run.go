@@ -51,6 +51,10 @@ type Options struct {
 	Workers   int           // pod creates in flight
 	Progress  io.Writer     // a line every ProgressEvery while waiting
 	Keep      bool          // leave the pods (and so the nodes) in place
+	// ProfileDir, if set, receives each service's CPU profile over the first ProfileSeconds of
+	// the run and its heap profile at the end (pprof on the admin port).
+	ProfileDir     string
+	ProfileSeconds int
 }
 
 // ProgressEvery is how often a progress line is printed while waiting.
@@ -93,6 +97,14 @@ func Run(ctx context.Context, tg Target, opts Options) (*Report, error) {
 	}
 	peaks := newSampler(tg.Admin)
 	stopSampling := peaks.run(ctx, 500*time.Millisecond)
+	if opts.ProfileDir != "" {
+		prof, err := startProfiles(ctx, opts.ProfileDir, opts.ProfileSeconds, tg.Admin)
+		if err != nil {
+			stopSampling()
+			return nil, err
+		}
+		defer prof.finish(ctx, opts.Progress)
+	}
 
 	pods := opts.Mix.Pods(opts.Namespace, opts.Pods, nil)
 	w, err := watchPods(ctx, tg.Kube, opts.Namespace)

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,4 +56,29 @@ func TestScaleRunHundredPods(t *testing.T) {
 		assert.Positive(t, r.PeakRSSMB[svc], "%s's memory is sampled", svc)
 	}
 	assert.Regexp(t, `^scale: 100 pods Running in [0-9.]+ s \(floor [0-9.]+ s, ratio [0-9.]+\), \d+ nodes, peak RSS launcher=\d+MB pod-watcher=\d+MB scheduler=\d+MB terminator=\d+MB$`, r.Line())
+}
+
+// A service without pprof on its admin port is named, with how to turn it on; one with it gives
+// both profiles.
+func TestProfilesAreTakenFromTheAdminPort(t *testing.T) {
+	with := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "profile of "+r.URL.Path)
+	}))
+	defer with.Close()
+	without := httptest.NewServer(http.NotFoundHandler())
+	defer without.Close()
+	dir := t.TempDir()
+	p, err := startProfiles(context.Background(), dir, 1, map[string]string{"scheduler": with.URL, "launcher": without.URL})
+	require.NoError(t, err)
+	var out bytes.Buffer
+	p.finish(context.Background(), &out)
+
+	for _, name := range []string{"scheduler.cpu.pprof", "scheduler.heap.pprof"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "/debug/pprof/")
+	}
+	assert.Contains(t, out.String(), "profile of launcher")
+	assert.Contains(t, out.String(), "ENABLE_PROFILING=true")
+	assert.NotContains(t, out.String(), "profile of scheduler")
 }
