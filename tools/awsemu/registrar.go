@@ -3,6 +3,7 @@ package awsemu
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log"
 	"sync"
 	"time"
@@ -116,11 +117,21 @@ func (s NodeSpec) Node() *corev1.Node {
 	}
 }
 
-// Registrar registers and deletes Nodes against a kube-apiserver, one operation at a time and
-// in order, retrying failures. It implements NodeRegistrar; run it with Run.
+// Registrar registers and deletes Nodes against a kube-apiserver, retrying failures. As the
+// kubelets of a real fleet do, nodes register side by side (registrarWorkers at a time); the
+// operations on one node run one at a time and in order. It implements NodeRegistrar; run it
+// with Run.
 type Registrar struct {
 	client kubernetes.Interface
+	queues [registrarWorkers]regQueue
+}
 
+// registrarWorkers bounds the registrations in flight: a scale-out launches hundreds of
+// instances within seconds, and their kubelets do not wait for each other.
+const registrarWorkers = 32
+
+// regQueue holds the operations of the nodes one worker carries out, in order.
+type regQueue struct {
 	mu   sync.Mutex
 	ops  []regOp
 	wake chan struct{}
@@ -132,19 +143,32 @@ type regOp struct {
 	attempt  int
 }
 
+func (op regOp) node() string {
+	if op.register != nil {
+		return op.register.Name
+	}
+	return op.delete
+}
+
 const maxRegistrarAttempts = 30
 
 // NewRegistrar returns a registrar using client.
 func NewRegistrar(client kubernetes.Interface) *Registrar {
-	return &Registrar{client: client, wake: make(chan struct{}, 1)}
+	r := &Registrar{client: client}
+	for i := range r.queues {
+		r.queues[i].wake = make(chan struct{}, 1)
+	}
+	return r
 }
 
-// NewRegistrarFromKubeconfig builds the client from a kubeconfig file.
+// NewRegistrarFromKubeconfig builds the client from a kubeconfig file, its rate limit sized for
+// a fleet's kubelets rather than one client's default (5 QPS: a node every half second).
 func NewRegistrarFromKubeconfig(path string) (*Registrar, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig %s: %w", path, err)
 	}
+	cfg.QPS, cfg.Burst = 500, 1000
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating kubernetes client: %w", err)
@@ -158,31 +182,53 @@ func (r *Registrar) Register(s NodeSpec) { r.push(regOp{register: &s}) }
 // Deregister queues the deletion of a Node.
 func (r *Registrar) Deregister(name string) { r.push(regOp{delete: name}) }
 
+// queueOf is the worker that carries out a node's operations.
+func (r *Registrar) queueOf(node string) int {
+	h := fnv.New32a()
+	h.Write([]byte(node))
+	return int(h.Sum32() % registrarWorkers)
+}
+
+// push queues op on the worker that owns its node.
 func (r *Registrar) push(op regOp) {
-	r.mu.Lock()
-	r.ops = append(r.ops, op)
-	r.mu.Unlock()
+	q := &r.queues[r.queueOf(op.node())]
+	q.mu.Lock()
+	q.ops = append(q.ops, op)
+	q.mu.Unlock()
 	select {
-	case r.wake <- struct{}{}:
+	case q.wake <- struct{}{}:
 	default:
 	}
 }
 
 // Run carries out queued operations until ctx is done.
 func (r *Registrar) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for i := range r.queues {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.work(ctx, &r.queues[i])
+		}()
+	}
+	wg.Wait()
+}
+
+// work carries out one queue's operations in order, retrying a failed one before the next.
+func (r *Registrar) work(ctx context.Context, q *regQueue) {
 	for {
-		r.mu.Lock()
+		q.mu.Lock()
 		var op regOp
-		ok := len(r.ops) > 0
+		ok := len(q.ops) > 0
 		if ok {
-			op, r.ops = r.ops[0], r.ops[1:]
+			op, q.ops = q.ops[0], q.ops[1:]
 		}
-		r.mu.Unlock()
+		q.mu.Unlock()
 		if !ok {
 			select {
 			case <-ctx.Done():
 				return
-			case <-r.wake:
+			case <-q.wake:
 			}
 			continue
 		}
@@ -201,9 +247,9 @@ func (r *Registrar) Run(ctx context.Context) {
 				return
 			case <-time.After(time.Duration(op.attempt) * 200 * time.Millisecond):
 			}
-			r.mu.Lock()
-			r.ops = append([]regOp{op}, r.ops...)
-			r.mu.Unlock()
+			q.mu.Lock()
+			q.ops = append([]regOp{op}, q.ops...)
+			q.mu.Unlock()
 		}
 	}
 }

@@ -1,7 +1,14 @@
 package awsemu
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,7 +19,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/tools/localcluster/clustertest"
 )
 
@@ -75,4 +85,68 @@ func TestFleetRegistersAReadyNodeAndTerminationRemovesIt(t *testing.T) {
 		_, err := kube.CoreV1().Nodes().Get(ctx, inst.PrivateDNS, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}, 30*time.Second, 200*time.Millisecond, "node deleted after termination")
+}
+
+// Kubelets register side by side: one node's registration held up on its way to the API server
+// (its kubelet slow to reach it) does not hold up another's; one node's operations stay in
+// order.
+func TestRegistrationsDoNotWaitForEachOther(t *testing.T) {
+	cluster := clustertest.Get(t)
+	cfg, err := cluster.RESTConfig()
+	require.NoError(t, err)
+	kube, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	rt, err := rest.TransportFor(cfg)
+	require.NoError(t, err)
+	target, err := url.Parse(cfg.Host)
+	require.NoError(t, err)
+
+	suffix := strconv.FormatInt(time.Now().UnixNano(), 36)
+	slow, fast, gone := "slow-"+suffix, "fast-"+suffix, "gone-"+suffix
+	for i := 0; NewRegistrar(nil).queueOf(slow) == NewRegistrar(nil).queueOf(fast); i++ {
+		fast = "fast-" + strconv.Itoa(i) + "-" + suffix // on another worker than slow's
+	}
+	release := make(chan struct{})
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = rt
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if r.Method == http.MethodPost && bytes.Contains(body, []byte(slow)) {
+			<-release
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	defer close(release)
+	through, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	require.NoError(t, err)
+
+	reg := NewRegistrar(through)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go reg.Run(ctx)
+	it, ok := catalog.Lookup("m5.large")
+	require.True(t, ok)
+	spec := func(name string) NodeSpec {
+		return NodeSpec{Name: name, InstanceID: "i-" + name, Type: it, Zone: "us-east-1a", Region: "us-east-1"}
+	}
+	exists := func(name string) bool {
+		_, err := kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return err == nil
+	}
+	t.Cleanup(func() {
+		for _, n := range []string{slow, fast, gone} {
+			_ = kube.CoreV1().Nodes().Delete(context.Background(), n, metav1.DeleteOptions{})
+		}
+	})
+	reg.Register(spec(slow))
+	reg.Register(spec(fast))
+	reg.Register(spec(gone))
+	reg.Deregister(gone)
+	require.Eventually(t, func() bool { return exists(fast) }, 30*time.Second, 20*time.Millisecond, "registered while another waits")
+	require.False(t, exists(slow), "held on its way")
+	release <- struct{}{}
+	require.Eventually(t, func() bool { return exists(slow) }, 30*time.Second, 20*time.Millisecond)
+	assert.Never(t, func() bool { return exists(gone) }, 500*time.Millisecond, 20*time.Millisecond, "registered, then deleted, in that order")
 }

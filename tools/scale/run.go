@@ -162,8 +162,16 @@ func Run(ctx context.Context, tg Target, opts Options) (*Report, error) {
 		r.FloorNodes = len(shapes)
 	}
 	if !opts.Keep {
-		if err := tg.Kube.CoreV1().Pods(opts.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptrInt64(0)}, metav1.ListOptions{}); err != nil {
-			return nil, fmt.Errorf("deleting the run's pods: %w", err)
+		// Thousands of pods can outlast one request's time on the API server: try again, and a
+		// cleanup that still fails costs the report nothing.
+		var err error
+		for try := 0; try < 3; try++ {
+			if err = tg.Kube.CoreV1().Pods(opts.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptrInt64(0)}, metav1.ListOptions{}); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(opts.Progress, "scale: warning: the run's pods are left in namespace %s (kubectl delete pods --all -n %s): %v\n", opts.Namespace, opts.Namespace, err)
 		}
 	}
 	return r, nil
