@@ -81,9 +81,9 @@ type Cache struct {
 
 // Index names.
 const (
-	byNode       = "node"       // pods by spec.nodeName
-	byNominee    = "nominee"    // NodeClaims by the UIDs of the pods nominated to them
-	byInstance   = "instance"   // NodeClaims by EC2 instance id
+	byNode     = "node"     // pods by spec.nodeName
+	byNominee  = "nominee"  // NodeClaims by the UIDs of the pods nominated to them
+	byInstance = "instance" // NodeClaims by EC2 instance id
 )
 
 // New builds the informers; Start runs them.
@@ -255,6 +255,12 @@ func (c *Cache) PodsNominatedTo(claim string) []*corev1.Pod {
 	if !ok {
 		return nil
 	}
+	return c.NomineesOf(nc)
+}
+
+// NomineesOf returns the cached unbound pods the NodeClaim object records nominations of (a
+// claim just deleted, as its delete event carries it, included).
+func (c *Cache) NomineesOf(nc *karpv1.NodeClaim) []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, n := range podproj.NominationsOn(nc) {
 		ns, name, _ := strings.Cut(n.Pod, "/")
@@ -271,7 +277,7 @@ func (c *Cache) PodsNominatedTo(claim string) []*corev1.Pod {
 func (c *Cache) NominationOf(uid string) podproj.PodNomination {
 	var latest podproj.PodNomination
 	for _, nc := range byIndex[karpv1.NodeClaim](c.NodeClaims, byNominee, uid) {
-		if n, ok := podproj.NominationOn(nc, uid); ok && (latest.Claim == "" || n.At.After(latest.At)) {
+		if n, ok := podproj.NominationOn(nc, uid); ok && (latest.Claim == "" || n.Supersedes(latest)) {
 			latest = n
 		}
 	}

@@ -53,6 +53,16 @@ type PodNomination struct {
 	Ended string `json:"ended,omitempty"`
 }
 
+// Supersedes reports whether n counts over cur, another record of the same pod's nomination (on
+// another claim): the later one does, and of two at the same second (a pod ended on one claim
+// and nominated to another within it) the one not ended.
+func (n PodNomination) Supersedes(cur PodNomination) bool {
+	if !n.At.Equal(cur.At) {
+		return n.At.After(cur.At)
+	}
+	return n.Ended == "" && cur.Ended != ""
+}
+
 // NominationKey is the annotation key of a pod's nomination.
 func NominationKey(uid string) string { return NominationKeyPrefix + uid }
 

@@ -108,3 +108,14 @@ func TestClaimOf(t *testing.T) {
 	nc.DeletionTimestamp = &now
 	assert.True(t, ClaimOf(nc).Deleting)
 }
+
+// Of two records of one pod's nomination the later counts; within the same second, the live one.
+func TestNominationSupersedes(t *testing.T) {
+	at := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	ended := PodNomination{Claim: "a", At: at, Ended: "no room"}
+	live := PodNomination{Claim: "b", At: at}
+	assert.True(t, live.Supersedes(ended))
+	assert.False(t, ended.Supersedes(live))
+	assert.True(t, PodNomination{Claim: "a", At: at.Add(time.Second), Ended: "no room"}.Supersedes(live), "later wins")
+	assert.False(t, live.Supersedes(live))
+}

@@ -56,13 +56,17 @@ type watcher struct {
 	// the pods nominated to that claim are looked at again then, and those still pending are
 	// offered again.
 	ends map[string]time.Time
+	// seen remembers each pending pod's last nomination it saw, by pod UID, so a pod whose claim
+	// was deleted (and its record with it) is still offered as released from that nomination:
+	// part of the batch id, so the offer is not taken for a repeat of the one that planned it.
+	seen map[string]podproj.Nomination
 	wake chan struct{}
 	now  func() time.Time
 }
 
 func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 	w := &watcher{cfg: cfg, rt: rt, metrics: newMetrics(rt.Registry), batcher: newBatcher(cfg.BatchIdle, cfg.BatchMax, cfg.Resync),
-		ends: map[string]time.Time{}, wake: make(chan struct{}, 1), now: time.Now}
+		ends: map[string]time.Time{}, seen: map[string]podproj.Nomination{}, wake: make(chan struct{}, 1), now: time.Now}
 	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
 	if err != nil {
 		return nil, fmt.Errorf("creating dynamic client: %w", err)
@@ -98,8 +102,11 @@ func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 				o = d.Obj
 			}
-			if m, ok := o.(interface{ GetName() string }); ok {
-				w.observeNominatedTo(m.GetName())
+			// Gone from the cache already: its nominees are read off the deleted object.
+			if nc, ok := o.(*karpv1.NodeClaim); ok {
+				for _, p := range w.cluster.NomineesOf(nc) {
+					w.observe(p)
+				}
 			}
 		},
 	}); err != nil {
@@ -179,7 +186,15 @@ func (w *watcher) observe(obj any) {
 	}
 	if !pending {
 		w.batcher.remove(string(pod.UID))
+		if nom.Live {
+			w.seen[string(pod.UID)] = nom
+		} else {
+			delete(w.seen, string(pod.UID))
+		}
 		return
+	}
+	if nom.Claim == "" {
+		nom = w.seen[string(pod.UID)] // its claim is gone, and the record with it
 	}
 	if nom.Expired != "" && !w.batcher.has(string(pod.UID)) {
 		w.metrics.nominationsExpired.Inc()
@@ -206,6 +221,7 @@ func (w *watcher) forget(obj any) {
 	if pod, ok := obj.(*corev1.Pod); ok {
 		w.mu.Lock()
 		w.batcher.remove(string(pod.UID))
+		delete(w.seen, string(pod.UID))
 		w.mu.Unlock()
 	}
 }

@@ -257,3 +257,29 @@ func TestWatcherSplitsAWindowThatDoesNotFitOneMessage(t *testing.T) {
 	}
 	assert.True(t, split, "a window was split into several batches: %v", perWindow)
 }
+
+// A claim deleted outright (no finalizer holds it, so no "being deleted" phase is seen) releases
+// its pods at once: they are read off the deleted object, as the cache no longer holds it. The
+// offer names the nomination it was released from, so it is not taken for a repeat of the batch
+// that planned the claim. The resync is ten minutes, so only the delete can offer it.
+func TestPodsOfADeletedClaimAreOfferedAtOnce(t *testing.T) {
+	ns := "deleted-claim-test"
+	ctx, c, client, cons := startWatcher(t, ns, "--resync", "10m")
+	_, err := client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "orphaned", 1, "1"), metav1.CreateOptions{})
+	require.NoError(t, err)
+	batch := nextBatchIn(t, ctx, cons, ns)
+	require.Len(t, batch.Pods, 1)
+	pod := batch.Pods[0]
+
+	createNodeClaim(t, ctx, c.Kubeconfig, "claim-deleted")
+	at := time.Now().UTC().Truncate(time.Second)
+	nominate(t, ctx, c.Kubeconfig, "claim-deleted", at, pod)
+	time.Sleep(time.Second) // the watcher sees the nomination before the claim goes
+	deleteNodeClaim(t, ctx, client, c.Kubeconfig, "claim-deleted")
+
+	b := nextBatchIn(t, ctx, cons, ns)
+	require.Len(t, b.Pods, 1)
+	assert.Equal(t, pod.Uid, b.Pods[0].Uid, "offered again once its claim is gone")
+	assert.Equal(t, "claim-deleted", b.Pods[0].NominatedNodeClaimName, "released from that nomination")
+	assert.NotEqual(t, batch.BatchId, b.BatchId)
+}

@@ -47,8 +47,8 @@ func TestDeposedLeaderWritesNothingAfterItsLeaseExpires(t *testing.T) {
 	}
 	claims := len(e.nodeClaims())
 
-	creates.off() // the old leader's held requests may flow now; its renewals stay blocked
-	e.batchesDone(1)  // by whichever replica: the batch is settled
+	creates.off()    // the old leader's held requests may flow now; its renewals stay blocked
+	e.batchesDone(1) // by whichever replica: the batch is settled
 
 	late := proxy.writesSince(deposed, regexp.MustCompile(`^/api/v1/namespaces/[^/]+/pods/|^/apis/karpenter\.sh/`))
 	assert.Empty(t, late, "the deposed leader writes no pod or NodeClaim once the new leader has taken over")

@@ -347,7 +347,7 @@ func (e *env) nominationOf(p *corev1.Pod) podproj.PodNomination {
 	var latest podproj.PodNomination
 	claims := e.nodeClaims()
 	for i := range claims {
-		if n, ok := podproj.NominationOn(&claims[i], string(p.UID)); ok && (latest.Claim == "" || n.At.After(latest.At)) {
+		if n, ok := podproj.NominationOn(&claims[i], string(p.UID)); ok && (latest.Claim == "" || n.Supersedes(latest)) {
 			latest = n
 		}
 	}

@@ -122,7 +122,8 @@ func (e *env) refresh(pods []*corev1.Pod) []*corev1.Pod {
 
 // A ready node that kube-scheduler filled with other pods cannot honour every nomination to it:
 // the leader ends the ones that do not fit (oldest nomination kept first) without waiting for
-// the grace, says why on the claim, and a new nomination to another claim takes over.
+// the grace, says why on the claim, and a new nomination to another claim takes over; the
+// record of a pod that is bound is removed.
 func TestNominationsANodeCannotHonourEnd(t *testing.T) {
 	e := newEnv(t, "sched-overflow")
 	e.apply("deploy/examples/v1/default.yaml")
@@ -132,11 +133,15 @@ func TestNominationsANodeCannotHonourEnd(t *testing.T) {
 	foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: e.ns}, Spec: corev1.PodSpec{
 		NodeName:   "crowded-node",
 		Containers: []corev1.Container{{Name: "c", Image: "pause", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
-	_, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, foreign, metav1.CreateOptions{})
+	foreign, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, foreign, metav1.CreateOptions{})
 	require.NoError(t, err)
 	e.nominateTo(held[:1], "crowded-claim", now.Add(-10*time.Second))
 	e.nominateTo(held[1:], "crowded-claim", now)
+	// A record of a pod that is bound by now (to this node, as it happens): it no longer matters.
+	e.nominateTo([]*corev1.Pod{foreign}, "crowded-claim", now.Add(-time.Minute))
 	e.start("overflow", "--nomination-grace", "1h", "--nomination-check", "200ms")
+	require.Eventually(t, func() bool { return e.nominationOf(foreign).Claim == "" }, time.Minute, 100*time.Millisecond,
+		"the record of the bound pod is removed from the claim")
 
 	require.Eventually(t, func() bool {
 		return e.nominationOf(held[1]).Ended != ""

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,37 +17,67 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
 
-// endUnfulfillable ends the nominations a ready node can no longer honour. kube-scheduler does
-// not read nominations: when a claim's node comes up it may bind pods planned for other claims
-// there, and the pods planned for this one no longer fit. Waiting out the nomination grace would
-// cost a round of it per node; instead, for each initialized claim, the pods still nominated to
-// it are fitted, oldest nomination first, into what its bound pods leave of the node's
-// allocatable, and those that do not fit are marked ended on the claim (PodNomination.Ended,
-// with the reason; one patch per claim). pod-watcher offers them again at once, and their next solve counts the room the node
-// really has.
+// endUnfulfillable ends the nominations a ready node can no longer honour, and drops the records
+// that no longer matter. kube-scheduler does not read nominations: when a claim's node comes up
+// it may bind pods planned for other claims there, and the pods planned for this one no longer
+// fit. Waiting out the nomination grace would cost a round of it per node; instead, for each
+// initialized claim, the pods still nominated to it are fitted, oldest nomination first, into
+// what its bound pods leave of the node's allocatable, and those that do not fit are marked
+// ended on the claim (PodNomination.Ended, with the reason). pod-watcher offers them again at
+// once, and their next solve counts the room the node really has. On every claim, the record of
+// a pod that is gone, bound or finished, or nominated since to another claim, is removed, so a
+// long-lived claim does not collect one per pod it ever waited for. Each claim costs at most one
+// JSON patch, each edit guarded by a test of the value read (an edit meanwhile wins).
 func (s *scheduler) endUnfulfillable(ctx context.Context) error {
 	var errs []error
 	for _, nc := range s.cluster.Claims() {
 		c := podproj.ClaimOf(nc)
-		if c.ReadyAt.IsZero() || c.Deleting || c.NodeName == "" {
+		if c.Deleting {
 			continue
 		}
-		node, ok := s.cluster.Node(c.NodeName)
-		if !ok {
-			continue
-		}
-		var ended []podproj.PodNomination
-		for _, pod := range s.overflow(node, s.liveNominations(c.Name)) {
-			ended = append(ended, podproj.PodNomination{UID: string(pod.UID), Pod: pod.Namespace + "/" + pod.Name, At: s.nomination(pod).At,
-				Ended: fmt.Sprintf("its node %s (nodeclaim/%s) has no room left for it: kube-scheduler placed other pods there", node.Name, c.Name)})
-		}
-		if len(ended) > 0 {
-			if err := s.endNominations(ctx, c.Name, ended); err != nil {
-				errs = append(errs, err)
+		var edits []nominationEdit
+		ended := 0
+		if node, ok := s.cluster.Node(c.NodeName); ok && !c.ReadyAt.IsZero() {
+			for _, pod := range s.overflow(node, s.liveNominations(c.Name)) {
+				n, ok := podproj.NominationOn(nc, string(pod.UID))
+				if !ok {
+					continue // nominated moments ago, not cached yet: the next round
+				}
+				n.Ended = fmt.Sprintf("its node %s (nodeclaim/%s) has no room left for it: kube-scheduler placed other pods there", node.Name, c.Name)
+				edits = append(edits, nominationEdit{was: nc.Annotations[podproj.NominationKey(n.UID)], now: &n})
+				ended++
 			}
+		}
+		for _, n := range podproj.NominationsOn(nc) {
+			if s.stale(n) {
+				edits = append(edits, nominationEdit{was: nc.Annotations[podproj.NominationKey(n.UID)], now: nil, uid: n.UID})
+			}
+		}
+		if len(edits) == 0 {
+			continue
+		}
+		switch applied, err := s.editNominations(ctx, c.Name, edits); {
+		case err != nil:
+			errs = append(errs, err)
+		case applied:
+			s.metrics.nominationsEndedEarly.Add(float64(ended))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stale reports whether a claim's record of a nomination no longer matters: its pod is gone,
+// replaced, bound or finished, or was nominated to another claim since.
+func (s *scheduler) stale(n podproj.PodNomination) bool {
+	ns, name, _ := strings.Cut(n.Pod, "/")
+	pod, ok := s.cluster.Pod(ns, name)
+	switch {
+	case !ok, string(pod.UID) != n.UID, pod.Spec.NodeName != "",
+		pod.Status.Phase == corev1.PodSucceeded, pod.Status.Phase == corev1.PodFailed:
+		return true
+	}
+	latest := s.cluster.NominationOf(n.UID)
+	return latest.Claim != n.Claim && latest.Supersedes(n)
 }
 
 // overflow returns the nominated pods that do not fit in what the node's bound pods leave of
@@ -94,22 +126,47 @@ func take(free scheduling.ResourceList, req map[string]int64) {
 	}
 }
 
-// endNominations records on the claim that these nominations to it ended and why: a merge
-// patch of the pods' keys, which leaves its other nominations alone. A claim gone meanwhile ends
-// them anyway.
-func (s *scheduler) endNominations(ctx context.Context, claim string, ended []podproj.PodNomination) error {
+// nominationEdit changes one pod's record on a claim: to now, or away (now nil), provided it
+// still reads was.
+type nominationEdit struct {
+	was string
+	now *podproj.PodNomination
+	uid string // the pod's, when now is nil
+}
+
+// editNominations applies the edits to the claim in one JSON patch, each after a test of the
+// value it was decided on; applied is false when a record changed meanwhile (the patch is
+// refused whole; the next round decides again) or the claim is gone.
+func (s *scheduler) editNominations(ctx context.Context, claim string, edits []nominationEdit) (applied bool, err error) {
+	ops := make([]map[string]string, 0, 2*len(edits))
+	for _, e := range edits {
+		uid := e.uid
+		if e.now != nil {
+			uid = e.now.UID
+		}
+		path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(podproj.NominationKey(uid), "~", "~0"), "/", "~1")
+		ops = append(ops, map[string]string{"op": "test", "path": path, "value": e.was})
+		if e.now != nil {
+			ops = append(ops, map[string]string{"op": "replace", "path": path, "value": e.now.Value()})
+		} else {
+			ops = append(ops, map[string]string{"op": "remove", "path": path})
+		}
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return false, fmt.Errorf("encoding patch: %w", err)
+	}
 	wctx, done, err := s.fence(ctx, "nomination_end")
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer done()
-	_, err = s.claims.Patch(wctx, claim, types.MergePatchType, podproj.NominationPatch(ended), metav1.PatchOptions{})
+	_, err = s.claims.Patch(wctx, claim, types.JSONPatchType, patch, metav1.PatchOptions{})
 	switch {
-	case apierrors.IsNotFound(err):
-		return nil
+	case apierrors.IsNotFound(err), apierrors.IsInvalid(err), apierrors.IsConflict(err):
+		return false, nil // gone, or a record changed meanwhile (a test failed)
 	case err != nil:
-		return fmt.Errorf("ending %d nomination(s) to nodeclaim %s: %w", len(ended), claim, err)
+		return false, fmt.Errorf("editing %d nomination record(s) on nodeclaim %s: %w", len(edits), claim, err)
 	}
-	s.metrics.nominationsEndedEarly.Add(float64(len(ended)))
-	return nil
+	return true, nil
 }

@@ -169,7 +169,7 @@ func TestNominatingCostsNoWritePerPod(t *testing.T) {
 	e.batchesDone(1)
 
 	claims := e.nodeClaims()
-	require.Greater(t, len(claims), 1, "more than one claim: the creates ran side by side")
+	require.Greater(t, len(claims), 1, "several claims (created side by side), each with its pods' nominations")
 	for _, p := range e.refresh(pods) {
 		assert.NotEmpty(t, e.nominatedTo(p), "pod %s nominated", p.Name)
 	}

@@ -55,7 +55,7 @@ func nominations(t *testing.T, s *e2e.Stack) map[string]podproj.PodNomination {
 	claims := nodeClaims(t, s)
 	for i := range claims {
 		for _, n := range podproj.NominationsOn(&claims[i]) {
-			if cur, ok := out[n.UID]; !ok || n.At.After(cur.At) {
+			if cur, ok := out[n.UID]; !ok || n.Supersedes(cur) {
 				out[n.UID] = n
 			}
 		}

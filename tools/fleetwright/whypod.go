@@ -101,7 +101,7 @@ func nominationOf(ctx context.Context, kube client.Client, uid string) (podproj.
 	}
 	var latest podproj.PodNomination
 	for i := range claims.Items {
-		if n, ok := podproj.NominationOn(&claims.Items[i], uid); ok && (latest.Claim == "" || n.At.After(latest.At)) {
+		if n, ok := podproj.NominationOn(&claims.Items[i], uid); ok && (latest.Claim == "" || n.Supersedes(latest)) {
 			latest = n
 		}
 	}

@@ -165,8 +165,9 @@ type PodProjection struct {
 	// same port, protocol and overlapping IP cannot share a node.
 	HostPorts []*HostPort `protobuf:"bytes,18,rep,name=host_ports,json=hostPorts,proto3" json:"host_ports,omitempty"`
 	// Name of the NodeClaim the pod was last nominated to, if any (empty otherwise). A pending pod
-	// is offered with it set when that nomination ended (the claim went away, or its node was
-	// ready without room for the pod); it is part of the batch id, so the offer is not taken for a
+	// is offered with it set when that nomination ended (the claim went away — pod-watcher
+	// remembers the nomination it saw, as the record goes with the claim — or its node was ready
+	// without room for the pod); it is part of the batch id, so the offer is not taken for a
 	// duplicate of the one before the nomination.
 	NominatedNodeClaimName string `protobuf:"bytes,19,opt,name=nominated_node_claim_name,json=nominatedNodeClaimName,proto3" json:"nominated_node_claim_name,omitempty"`
 	// When the pod was nominated to nominated_node_claim_name (unset when unknown).
