@@ -134,9 +134,8 @@ func TestEKSOverlaySettings(t *testing.T) {
 	require.Contains(t, natsConfig, "cert_file: /etc/nats-tls/tls.crt", "the TLS component enables client TLS")
 }
 
-// TestSchedulerPodRights: the scheduler reads pods through its informer (list, watch) and
-// patches only their nomination annotations; it may not get, update or delete them. (patch
-// stays whole: RBAC cannot narrow it to annotations.)
+// TestSchedulerPodRights: the scheduler reads pods through its informer (list, watch) and never
+// writes them: nominations are recorded on its NodeClaims.
 func TestSchedulerPodRights(t *testing.T) {
 	m := render(t, filepath.Join(root(t), "deploy", "base", "scheduler"))
 	role := find(t, m, "ClusterRole", "fleetwright-scheduler")
@@ -156,5 +155,5 @@ func TestSchedulerPodRights(t *testing.T) {
 			}
 		}
 	}
-	require.ElementsMatch(t, []string{"list", "watch", "patch"}, verbs)
+	require.ElementsMatch(t, []string{"list", "watch"}, verbs)
 }
