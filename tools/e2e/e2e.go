@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -16,23 +15,17 @@ import (
 
 	"github.com/fleetwright/fleetwright/tools/localcluster"
 	"github.com/fleetwright/fleetwright/tools/localcluster/clustertest"
+	"github.com/fleetwright/fleetwright/tools/proc"
 )
 
 // Root is the repository root (the directory holding go.work).
 func Root(t testing.TB) string {
 	t.Helper()
-	wd, err := os.Getwd()
+	root, err := proc.RepoRoot()
 	if err != nil {
-		t.Fatalf("getwd: %v", err)
+		t.Fatal(err)
 	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			t.Fatalf("no go.work above %s", wd)
-		}
-	}
+	return root
 }
 
 var crdsOnce sync.Once

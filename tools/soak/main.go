@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/fleetwright/fleetwright/pkg/service"
+	"github.com/fleetwright/fleetwright/tools/proc"
 )
 
 // maxDuration bounds a soak: it is a bounded run, not a daemon.
@@ -96,7 +97,7 @@ func run() (int, error) {
 			return 0, err
 		}
 	} else {
-		root, err := repoRoot()
+		root, err := proc.RepoRoot()
 		if err != nil {
 			return 0, err
 		}
@@ -134,19 +135,4 @@ func run() (int, error) {
 		return 1, nil
 	}
 	return 0, nil
-}
-
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.work above %s: run the soak from the repository", wd)
-		}
-	}
 }

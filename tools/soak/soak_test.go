@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetwright/fleetwright/tools/proc"
 )
 
 // A short soak against a private stack: 75 s of scaling, spot interruptions and kill -9s,
@@ -16,7 +18,7 @@ import (
 // once more after the stack settles. Nothing may break, and every kind of fault must really
 // have been injected (a soak that injected nothing would pass trivially).
 func TestShortSoakBreaksNoInvariant(t *testing.T) {
-	root, err := repoRoot()
+	root, err := proc.RepoRoot()
 	require.NoError(t, err)
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)

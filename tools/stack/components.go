@@ -142,7 +142,7 @@ func startComponent(cfg config, cluster *localcluster.Cluster, name string) (*pr
 
 // prepareCluster installs the CRDs and the services' namespace, as the deploy manifests would.
 func prepareCluster(ctx context.Context, cluster *localcluster.Cluster) error {
-	root, err := repoRoot()
+	root, err := proc.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -164,19 +164,4 @@ func prepareCluster(ctx context.Context, cluster *localcluster.Cluster) error {
 	}
 	fmt.Println("stack: CRDs installed, namespace fleetwright created")
 	return nil
-}
-
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.work above %s: run the stack from the repository", wd)
-		}
-	}
 }
