@@ -9,9 +9,6 @@ import (
 	"strings"
 	"time"
 
-	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
-	"github.com/fleetwright/fleetwright/pkg/faultpoint"
-
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/clock"
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -240,8 +238,7 @@ func (s *scheduler) classify(p *podsv1.PodProjection) (pod *corev1.Pod, verdict 
 // written by this replica, whose batches publish the intents of their own claims.
 func (s *scheduler) unpublished(claims map[string]bool) bool {
 	for name := range claims {
-		nc, ok := s.cluster.Claim(name)
-		if ok && nc.DeletionTimestamp == nil && nc.Status.ProviderID == "" && nc.Condition(karpv1.ConditionTypeLaunched) == nil && !s.recent.created(name) {
+		if nc, ok := s.cluster.Claim(name); ok && s.unlaunchedForeign(claimStateOf(nc)) {
 			return true
 		}
 	}
@@ -306,7 +303,7 @@ func (s *scheduler) liveNominations(claim string) []*corev1.Pod {
 // claim's name).
 func (s *scheduler) publishAdopted(ctx context.Context, targets map[string]bool, v view, log zerolog.Logger) {
 	for _, c := range v.claims {
-		if !targets[c.Name] || c.Launched || c.ProviderID != "" || c.Deleting || s.recent.created(c.Name) {
+		if !targets[c.Name] || !s.unlaunchedForeign(c) {
 			continue
 		}
 		cr := created{state: c}
@@ -317,6 +314,12 @@ func (s *scheduler) publishAdopted(ctx context.Context, targets map[string]bool,
 			log.Warn().Err(err).Str("nodeclaim", c.Name).Msg("publishing the launch intent of a claim this replica did not write; the reconcile loop will")
 		}
 	}
+}
+
+// unlaunchedForeign reports whether the claim waits for its launch intent and was not written by
+// this replica (whose batches publish the intents of their own claims).
+func (s *scheduler) unlaunchedForeign(c claimState) bool {
+	return !c.Launched && c.ProviderID == "" && !c.Deleting && !s.recent.created(c.Name)
 }
 
 // targetsOf names the nodes and claims the placements put pods on.
