@@ -44,13 +44,13 @@ func (s *scheduler) endUnfulfillable(ctx context.Context) error {
 					continue // nominated moments ago, not cached yet: the next round
 				}
 				n.Ended = fmt.Sprintf("its node %s (nodeclaim/%s) has no room left for it: kube-scheduler placed other pods there", node.Name, c.Name)
-				edits = append(edits, nominationEdit{was: nc.Annotations[podproj.NominationKey(n.UID)], now: &n})
+				edits = append(edits, nominationEdit{uid: n.UID, was: nc.Annotations[podproj.NominationKey(n.UID)], now: &n})
 				ended++
 			}
 		}
 		for _, n := range podproj.NominationsOn(nc) {
 			if s.stale(n) {
-				edits = append(edits, nominationEdit{was: nc.Annotations[podproj.NominationKey(n.UID)], now: nil, uid: n.UID})
+				edits = append(edits, nominationEdit{uid: n.UID, was: nc.Annotations[podproj.NominationKey(n.UID)]})
 			}
 		}
 		if len(edits) == 0 {
@@ -126,12 +126,11 @@ func take(free scheduling.ResourceList, req map[string]int64) {
 	}
 }
 
-// nominationEdit changes one pod's record on a claim: to now, or away (now nil), provided it
-// still reads was.
+// nominationEdit changes the record of the pod with this UID on a claim: to now, or away (now
+// nil), provided it still reads was.
 type nominationEdit struct {
-	was string
-	now *podproj.PodNomination
-	uid string // the pod's, when now is nil
+	uid, was string
+	now      *podproj.PodNomination
 }
 
 // editNominations applies the edits to the claim in one JSON patch, each after a test of the
@@ -140,11 +139,7 @@ type nominationEdit struct {
 func (s *scheduler) editNominations(ctx context.Context, claim string, edits []nominationEdit) (applied bool, err error) {
 	ops := make([]map[string]string, 0, 2*len(edits))
 	for _, e := range edits {
-		uid := e.uid
-		if e.now != nil {
-			uid = e.now.UID
-		}
-		path := "/metadata/annotations/" + strings.ReplaceAll(strings.ReplaceAll(podproj.NominationKey(uid), "~", "~0"), "/", "~1")
+		path := "/metadata/annotations/" + strings.ReplaceAll(podproj.NominationKey(e.uid), "/", "~1") // JSON pointer; keys hold no "~"
 		ops = append(ops, map[string]string{"op": "test", "path": path, "value": e.was})
 		if e.now != nil {
 			ops = append(ops, map[string]string{"op": "replace", "path": path, "value": e.now.Value()})
