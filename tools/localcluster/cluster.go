@@ -104,7 +104,20 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.APIServerPort != 0 {
 		apiPort = opts.APIServerPort
 	}
-	if err := c.startEtcd(ctx, etcdPort, peerPort); err != nil {
+	err = c.startEtcd(ctx, etcdPort, peerPort)
+	for try := 1; err != nil && try < 3 && ctx.Err() == nil && len(c.procs) == 1 && !c.procs[0].Running(); try++ {
+		// A port picked free can be taken before etcd binds it (see startControllers). etcd
+		// binds its listeners before it writes its data directory, so it starts again cleanly.
+		var more []int
+		if more, err = freePorts(2); err != nil {
+			return nil, err
+		}
+		etcdPort, peerPort = more[0], more[1]
+		fmt.Fprintf(out, "localcluster: etcd exited before it was ready; starting it again on ports %d and %d\n", etcdPort, peerPort)
+		c.procs = c.procs[:0]
+		err = c.startEtcd(ctx, etcdPort, peerPort)
+	}
+	if err != nil {
 		return nil, err
 	}
 	saKey, saPub, err := c.startAPIServer(ctx, etcdPort, apiPort)

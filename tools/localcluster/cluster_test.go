@@ -130,8 +130,8 @@ func TestStartSurvivesAPortTakenInBetween(t *testing.T) {
 	defer localcluster.SetFreePorts(func(n int, kernel func(int) ([]int, error)) ([]int, error) {
 		ports, err := kernel(n)
 		if err == nil && n == 5 {
-			// The first pick: the scheduler's and the apiserver's ports are already in use.
-			ports[3], ports[4] = takenPort, takenPort
+			// The first pick: etcd's, the scheduler's and the apiserver's ports are already in use.
+			ports[0], ports[3], ports[4] = takenPort, takenPort, takenPort
 			handedOut++
 		}
 		return ports, err
@@ -146,6 +146,7 @@ func TestStartSurvivesAPortTakenInBetween(t *testing.T) {
 	require.Equal(t, 1, handedOut)
 	assert.NotContains(t, c.Server, ":"+strconv.Itoa(takenPort))
 	assert.Contains(t, out.String(), "kube-scheduler")
+	assert.Contains(t, out.String(), "etcd exited before it was ready")
 	client, err := c.Client()
 	require.NoError(t, err)
 	_, err = client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
