@@ -31,7 +31,7 @@ func budgetStack(t *testing.T, budgets string, n int) *e2e.Stack {
               topologyKey: kubernetes.io/hostname`)
 	podsRunning(t, s, "app=spread", n, 3*time.Minute)
 	require.Eventually(t, func() bool {
-		claims := nodeClaims(t, s)
+		claims := s.NodeClaims(t)
 		for _, c := range claims {
 			if !c.IsTrue(karpv1.ConditionTypeInitialized) {
 				return false
@@ -49,7 +49,7 @@ func disruptingNodes(t *testing.T, s *e2e.Stack) map[string]bool {
 	t.Helper()
 	deleting := func() map[string]string { // claim → its node
 		out := map[string]string{}
-		for _, c := range nodeClaims(t, s) {
+		for _, c := range s.NodeClaims(t) {
 			if c.DeletionTimestamp != nil {
 				out[c.Name] = c.Status.NodeName
 			}
@@ -135,7 +135,7 @@ func TestBudgetOneNodeAtATime(t *testing.T) {
 // their NodeClaims names the budget.
 func TestBudgetScheduledZeroBlocks(t *testing.T) {
 	s := budgetStack(t, `[{"nodes":"0","schedule":"* * * * *","duration":"1h"}]`, 2)
-	claims := nodeClaims(t, s)
+	claims := s.NodeClaims(t)
 	s.Kubectl("scale", "deployment", "spread", "--replicas", "0")
 
 	const budget = `budget 0 (nodes "0", schedule "* * * * *", duration 1h) allows 0 of 2 nodes (Empty)`
@@ -156,7 +156,7 @@ func TestBudgetScheduledZeroBlocks(t *testing.T) {
 	// The decision was made (the events say so, past consolidateAfter); more passes change nothing.
 	require.Never(t, func() bool { return len(disruptingNodes(t, s)) > 0 }, 10*time.Second, 200*time.Millisecond,
 		"no node disrupted under a budget of no nodes")
-	after := nodeClaims(t, s)
+	after := s.NodeClaims(t)
 	require.Len(t, after, len(claims), "no NodeClaim removed")
 	for _, c := range after {
 		assert.Nil(t, c.DeletionTimestamp)

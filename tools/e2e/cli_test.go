@@ -116,7 +116,7 @@ spec:
 	assert.Equal(t, 3, pods, "every pod of the workload is planned")
 	assert.Greater(t, sim.Price, 0.0)
 	assert.Contains(t, s.Service("scheduler").Log(), "simulated a workload")
-	assert.Empty(t, nodeClaims(t, s), "simulate creates no NodeClaim")
+	assert.Empty(t, s.NodeClaims(t), "simulate creates no NodeClaim")
 	text, err := fleetwright(t, s, "simulate", "-f", workload)
 	require.NoError(t, err)
 	assert.Contains(t, text, "nodepool default")
@@ -174,7 +174,7 @@ spec:
 
 	// Scale down: the empty nodes go; why node on a removed one says why.
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "0")
-	require.Eventually(t, func() bool { return getNode(t, s, removed.Name) == nil && len(nodeClaims(t, s)) == 0 },
+	require.Eventually(t, func() bool { return getNode(t, s, removed.Name) == nil && len(s.NodeClaims(t)) == 0 },
 		3*time.Minute, 500*time.Millisecond, "the empty nodes are removed")
 	var r nodeReport
 	require.Eventually(t, func() bool {
@@ -246,5 +246,5 @@ func TestCLIWhyPodNoPoolAccepts(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("fleetwright why pod default/intolerant:\n%s", text)
 	assert.Contains(t, text, "nodepool default: did not tolerate example.com/special-taint")
-	assert.Empty(t, nodeClaims(t, s), "no capacity for a pod no pool takes")
+	assert.Empty(t, s.NodeClaims(t), "no capacity for a pod no pool takes")
 }

@@ -96,7 +96,7 @@ func TestConsolidationShrinksAfterScaleDown(t *testing.T) {
 	t.Logf("inflate 9 → 3: %d nodes (%d vCPUs) → %d nodes (%d vCPUs; a fresh plan: %d) in %s",
 		len(before), vCPUs(before), len(after), vCPUs(after), want, time.Since(start).Round(100*time.Millisecond))
 	assert.Contains(t, s.Service("scheduler").Log(), `"reason":"Underutilized"`, "the scheduler consolidated underutilized nodes")
-	require.Eventually(t, func() bool { return len(nodeClaims(t, s)) == len(launchedNodes(t, s)) }, time.Minute, 250*time.Millisecond,
+	require.Eventually(t, func() bool { return len(s.NodeClaims(t)) == len(launchedNodes(t, s)) }, time.Minute, 250*time.Millisecond,
 		"every claim left has its node")
 	noLeftovers(t, s)
 }
@@ -201,7 +201,7 @@ func TestConsolidationReplacesWithACheaperNode(t *testing.T) {
 
 	var rep karpv1.NodeClaim
 	require.Eventually(t, func() bool {
-		for _, c := range nodeClaims(t, s) {
+		for _, c := range s.NodeClaims(t) {
 			if c.Annotations[replacesAnnotation] == oldClaim.Name {
 				rep = c
 				return true
@@ -269,7 +269,7 @@ func stays(t *testing.T, s *e2e.Stack, node string) {
 	n := getNode(t, s, node)
 	require.NotNil(t, n, "node %s stays", node)
 	assert.False(t, disrupted(n), "and is not tainted")
-	for _, c := range nodeClaims(t, s) {
+	for _, c := range s.NodeClaims(t) {
 		assert.Empty(t, c.Annotations[replacesAnnotation], "no replacement was made")
 		if c.Status.NodeName == node {
 			assert.True(t, c.IsTrue(karpv1.ConditionTypeConsolidatable), "the claim is Consolidatable, only held back")
@@ -308,7 +308,7 @@ func TestConsolidationSurvivesATerminatorCrash(t *testing.T) {
 	oldClaim := claimOfNode(t, s, old.Name)
 	require.NotNil(t, oldClaim)
 	require.Eventually(t, func() bool {
-		for _, c := range nodeClaims(t, s) {
+		for _, c := range s.NodeClaims(t) {
 			if c.Annotations[replacesAnnotation] == oldClaim.Name {
 				return true
 			}
@@ -318,7 +318,7 @@ func TestConsolidationSurvivesATerminatorCrash(t *testing.T) {
 	s.Service("terminator").Kill()
 	// The replacement initializes meanwhile, and the old node's termination intent waits.
 	require.Eventually(t, func() bool {
-		for _, c := range nodeClaims(t, s) {
+		for _, c := range s.NodeClaims(t) {
 			if c.Annotations[replacesAnnotation] == oldClaim.Name && c.IsTrue(karpv1.ConditionTypeInitialized) {
 				return true
 			}
@@ -332,7 +332,7 @@ func TestConsolidationSurvivesATerminatorCrash(t *testing.T) {
 	gone(t, s, old.Name, instanceOf(&old), oldClaim.Name, 3*time.Minute)
 	podsRunning(t, s, "app=web", 1, time.Minute)
 	replacements := 0
-	for _, c := range nodeClaims(t, s) {
+	for _, c := range s.NodeClaims(t) {
 		if c.Annotations[replacesAnnotation] != "" {
 			replacements++
 		}
@@ -348,7 +348,7 @@ func TestConsolidationSurvivesATerminatorCrash(t *testing.T) {
 func disruptingNow(t *testing.T, s *e2e.Stack) int {
 	t.Helper()
 	deleting := map[string]bool{}
-	for _, c := range nodeClaims(t, s) {
+	for _, c := range s.NodeClaims(t) {
 		if c.DeletionTimestamp != nil && c.Status.NodeName != "" {
 			deleting[c.Status.NodeName] = true
 		}

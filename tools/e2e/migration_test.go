@@ -35,7 +35,7 @@ func TestKarpenterNodeClaimsAreAdopted(t *testing.T) {
 	// Karpenter is scaled to zero before Fleetwright starts: here, every service stops.
 	stopAllInitialized(t, s)
 	ctx := context.Background()
-	before := nodeClaims(t, s)
+	before := s.NodeClaims(t)
 	for i := range before {
 		nc := &before[i]
 		patch := client.MergeFrom(nc.DeepCopy())
@@ -50,7 +50,7 @@ func TestKarpenterNodeClaimsAreAdopted(t *testing.T) {
 		nc.Annotations[ec2v1.AnnotationEC2NodeClassHashVersion] = "v4"
 		require.NoError(t, s.Client.Patch(ctx, nc, patch))
 	}
-	fleets := callsOf(t, s, "CreateFleet")
+	fleets := s.Calls(t, "CreateFleet")
 
 	for _, name := range withTerminator() {
 		s.StartService(name)
@@ -59,7 +59,7 @@ func TestKarpenterNodeClaimsAreAdopted(t *testing.T) {
 	// The claims are taken over: the hash versions are Fleetwright's again (a version change
 	// restamps, it is not drift), and no claim is Drifted.
 	require.Eventually(t, func() bool {
-		for _, nc := range nodeClaims(t, s) {
+		for _, nc := range s.NodeClaims(t) {
 			if nc.Annotations[karpv1.NodePoolHashVersionAnnotationKey] != karpv1.NodePoolHashVersion ||
 				nc.Annotations[ec2v1.AnnotationEC2NodeClassHashVersion] != ec2v1.EC2NodeClassHashVersion {
 				return false
@@ -67,10 +67,10 @@ func TestKarpenterNodeClaimsAreAdopted(t *testing.T) {
 		}
 		return true
 	}, time.Minute, 250*time.Millisecond, "the hash versions are restamped")
-	for _, nc := range nodeClaims(t, s) {
+	for _, nc := range s.NodeClaims(t) {
 		assert.False(t, nc.IsTrue(karpv1.ConditionTypeDrifted), "adopted claim %s is not drifted", nc.Name)
 	}
-	assert.Equal(t, fleets, callsOf(t, s, "CreateFleet"), "nothing is launched again")
+	assert.Equal(t, fleets, s.Calls(t, "CreateFleet"), "nothing is launched again")
 	names := func(ncs []karpv1.NodeClaim) []string {
 		var out []string
 		for _, nc := range ncs {
@@ -78,12 +78,12 @@ func TestKarpenterNodeClaimsAreAdopted(t *testing.T) {
 		}
 		return out
 	}
-	assert.ElementsMatch(t, names(before), names(nodeClaims(t, s)), "the same claims")
+	assert.ElementsMatch(t, names(before), names(s.NodeClaims(t)), "the same claims")
 	podsRunning(t, s, "app=inflate", 4, time.Minute)
 
 	// And they are Fleetwright's to remove.
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "0")
-	require.Eventually(t, func() bool { return len(nodeClaims(t, s)) == 0 && len(launchedNodes(t, s)) == 0 },
+	require.Eventually(t, func() bool { return len(s.NodeClaims(t)) == 0 && len(launchedNodes(t, s)) == 0 },
 		3*time.Minute, 500*time.Millisecond, "the adopted nodes are removed once empty")
 	s.AssertInvariants(t, []string{"default"}, time.Minute)
 	noLeftovers(t, s)
@@ -105,7 +105,7 @@ func TestKarpenterV1Alpha5NodesAreAdopted(t *testing.T) {
 	api := ec2.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(s.EmuURL),
 		Credentials: credentials.NewStaticCredentialsProvider("x", "x", "")})
 	instanceOf := map[string]string{} // node → instance
-	for _, nc := range nodeClaims(t, s) {
+	for _, nc := range s.NodeClaims(t) {
 		id := ec2v1.InstanceID(nc.Status.ProviderID)
 		instanceOf[nc.Status.NodeName] = id
 		_, err := api.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: []string{id},
@@ -118,8 +118,8 @@ func TestKarpenterV1Alpha5NodesAreAdopted(t *testing.T) {
 		s.Kubectl("delete", "nodeclaim", nc.Name, "--wait=true")
 	}
 	require.NotEmpty(t, instanceOf)
-	require.Empty(t, nodeClaims(t, s))
-	fleets := callsOf(t, s, "CreateFleet")
+	require.Empty(t, s.NodeClaims(t))
+	fleets := s.Calls(t, "CreateFleet")
 
 	for _, name := range withTerminator() {
 		s.StartService(name)
@@ -127,7 +127,7 @@ func TestKarpenterV1Alpha5NodesAreAdopted(t *testing.T) {
 	s.Leading()
 	require.Eventually(t, func() bool {
 		adopted := map[string]bool{}
-		for _, nc := range nodeClaims(t, s) {
+		for _, nc := range s.NodeClaims(t) {
 			if nc.IsTrue(karpv1.ConditionTypeInitialized) && instanceOf[nc.Status.NodeName] == ec2v1.InstanceID(nc.Status.ProviderID) {
 				adopted[nc.Status.NodeName] = true
 			}
@@ -146,11 +146,11 @@ func TestKarpenterV1Alpha5NodesAreAdopted(t *testing.T) {
 			assert.Equal(t, "default", tags[karpv1.NodePoolLabelKey], "instance %s is tagged with its pool", i.ID)
 		}
 	}
-	assert.Equal(t, fleets, callsOf(t, s, "CreateFleet"), "nothing is launched")
+	assert.Equal(t, fleets, s.Calls(t, "CreateFleet"), "nothing is launched")
 	podsRunning(t, s, "app=inflate", 3, time.Minute)
 
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "0")
-	require.Eventually(t, func() bool { return len(nodeClaims(t, s)) == 0 && len(provisionerNodes(t, s)) == 0 },
+	require.Eventually(t, func() bool { return len(s.NodeClaims(t)) == 0 && len(provisionerNodes(t, s)) == 0 },
 		3*time.Minute, 500*time.Millisecond, "the adopted nodes are removed once empty")
 	s.AssertInvariants(t, []string{"default"}, time.Minute)
 	noLeftovers(t, s)
@@ -169,7 +169,7 @@ func provisionerNodes(t *testing.T, s *e2e.Stack) []corev1.Node {
 func stopAllInitialized(t *testing.T, s *e2e.Stack) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		for _, nc := range nodeClaims(t, s) {
+		for _, nc := range s.NodeClaims(t) {
 			if !nc.IsTrue(karpv1.ConditionTypeInitialized) {
 				return false
 			}

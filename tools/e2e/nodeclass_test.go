@@ -98,7 +98,7 @@ func TestEveryNodeClassFieldReachesTheInstance(t *testing.T) {
 	deployment(t, s, "everything", 1, "500m", "", "      nodeSelector: {karpenter.sh/nodepool: everything}\n")
 	podsRunning(t, s, "app=everything", 1, 3*time.Minute)
 
-	claims := nodeClaims(t, s)
+	claims := s.NodeClaims(t)
 	require.Len(t, claims, 1)
 	claim := claims[0]
 	insts, err := s.Emu.Instances(ctx)

@@ -45,15 +45,15 @@ func TestLargeDeploymentScaledInTwoSteps(t *testing.T) {
 	s := wideStack(t)
 	start := time.Now()
 	scaleBig(t, s, 200)
-	require.Eventually(t, func() bool { return len(nodeClaims(t, s)) > 0 }, 2*time.Minute, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return len(s.NodeClaims(t)) > 0 }, 2*time.Minute, 50*time.Millisecond,
 		"the first NodeClaims are created")
 	registered := 0
-	for _, c := range nodeClaims(t, s) {
+	for _, c := range s.NodeClaims(t) {
 		if c.IsTrue(karpv1.ConditionTypeInitialized) {
 			registered++
 		}
 	}
-	t.Logf("scaling to 500 with %d claim(s) out, %d initialized", len(nodeClaims(t, s)), registered)
+	t.Logf("scaling to 500 with %d claim(s) out, %d initialized", len(s.NodeClaims(t)), registered)
 	scaleBig(t, s, 500)
 	allRunning(t, s, 500, 8*time.Minute)
 	reportFleet(t, s, 500, time.Since(start))
@@ -128,7 +128,7 @@ func allRunning(t *testing.T, s *e2e.Stack, n int, within time.Duration) {
 				running, n, within, pending, nominated, claimSummary(t, s))
 		}
 		if time.Since(lastLog) > 15*time.Second {
-			t.Logf("%d/%d Running, %d pending (nominated: %v), %d claim(s)", running, n, pending, nominated, len(nodeClaims(t, s)))
+			t.Logf("%d/%d Running, %d pending (nominated: %v), %d claim(s)", running, n, pending, nominated, len(s.NodeClaims(t)))
 			lastLog = time.Now()
 		}
 		time.Sleep(500 * time.Millisecond)
@@ -137,7 +137,7 @@ func allRunning(t *testing.T, s *e2e.Stack, n int, within time.Duration) {
 
 func claimSummary(t *testing.T, s *e2e.Stack) string {
 	var out []string
-	for _, c := range nodeClaims(t, s) {
+	for _, c := range s.NodeClaims(t) {
 		out = append(out, fmt.Sprintf("%s(%s, node %q, initialized %v)", c.Name, c.Labels[corev1.LabelInstanceTypeStable],
 			c.Status.NodeName, c.IsTrue(karpv1.ConditionTypeInitialized)))
 	}

@@ -41,18 +41,11 @@ func podsRunning(t *testing.T, s *e2e.Stack, selector string, n int, within time
 	return time.Since(start)
 }
 
-func nodeClaims(t *testing.T, s *e2e.Stack) []karpv1.NodeClaim {
-	t.Helper()
-	var list karpv1.NodeClaimList
-	require.NoError(t, s.Client.List(context.Background(), &list))
-	return list.Items
-}
-
 // nominations returns each pod's latest nomination as the NodeClaims record it, by pod UID.
 func nominations(t *testing.T, s *e2e.Stack) map[string]podproj.PodNomination {
 	t.Helper()
 	out := map[string]podproj.PodNomination{}
-	claims := nodeClaims(t, s)
+	claims := s.NodeClaims(t)
 	for i := range claims {
 		for _, n := range podproj.NominationsOn(&claims[i]) {
 			if cur, ok := out[n.UID]; !ok || n.Supersedes(cur) {
@@ -137,7 +130,7 @@ func hasTypeLabels(t *testing.T, n corev1.Node) {
 func landsOnExistingNode(t *testing.T, s *e2e.Stack) {
 	t.Helper()
 	ctx := context.Background()
-	before := len(nodeClaims(t, s))
+	before := len(s.NodeClaims(t))
 	node := launchedNodes(t, s)[0]
 	gen := node.Labels[scheduling.LabelInstanceGeneration]
 	require.NotEmpty(t, gen)
@@ -161,7 +154,7 @@ func landsOnExistingNode(t *testing.T, s *e2e.Stack) {
 		landed = landed || n.Name == got.Spec.NodeName
 	}
 	assert.True(t, landed, "the pod selecting %s=%s runs on a node launched before it (%s)", scheduling.LabelInstanceGeneration, gen, got.Spec.NodeName)
-	assert.Len(t, nodeClaims(t, s), before, "no NodeClaim was made for a pod an existing node could take")
+	assert.Len(t, s.NodeClaims(t), before, "no NodeClaim was made for a pod an existing node could take")
 }
 
 // The getting-started scale-up with the v1 example: 5 pods pending → NodeClaims →
@@ -181,7 +174,7 @@ func TestScaleUpV1(t *testing.T) {
 	took := podsRunning(t, s, "app=inflate", 5, 3*time.Minute)
 	t.Logf("5 pods created → all Running in %s", took.Round(100*time.Millisecond))
 
-	claims := nodeClaims(t, s)
+	claims := s.NodeClaims(t)
 	// The pool allows t4g.medium/large/xlarge: five 1-CPU pods fit 2 × t4g.xlarge (3 + 2), or
 	// 5 × t4g.medium, which costs less. Whatever the plan, it costs no more than the first.
 	xl, _ := catalog.Lookup("t4g.xlarge")
@@ -190,7 +183,7 @@ func TestScaleUpV1(t *testing.T) {
 	// Pods may run as soon as a node is Ready; the launcher marks its claim Initialized on its
 	// next pass.
 	require.Eventually(t, func() bool {
-		for _, c := range nodeClaims(t, s) {
+		for _, c := range s.NodeClaims(t) {
 			if !c.IsTrue(karpv1.ConditionTypeInitialized) {
 				return false
 			}
@@ -264,7 +257,7 @@ func TestUnschedulablePodsAreExplained(t *testing.T) {
 		return false
 	}, 90*time.Second, 250*time.Millisecond, "a FailedScheduling event says no NodePool exists")
 	assert.Contains(t, s.Service("scheduler").Log(), "no NodePool exists", "and the log says so")
-	assert.Empty(t, nodeClaims(t, s))
+	assert.Empty(t, s.NodeClaims(t))
 
 	s.Apply("deploy/examples/v1/default.yaml")
 	s.Kubectl("patch", "nodepool", "default", "--type", "merge", "-p",
@@ -277,7 +270,7 @@ func TestUnschedulablePodsAreExplained(t *testing.T) {
 		}
 		return false
 	}, 90*time.Second, 250*time.Millisecond, "the event names the taint the pods do not tolerate")
-	assert.Empty(t, nodeClaims(t, s), "no capacity for pods no pool can take")
+	assert.Empty(t, s.NodeClaims(t), "no capacity for pods no pool can take")
 }
 
 // Every spot pool of the zone out of capacity: the launch still succeeds (on-demand), the
@@ -295,7 +288,7 @@ func TestInsufficientCapacity(t *testing.T) {
 	assert.Equal(t, "on-demand", nodes[0].Labels[karpv1.CapacityTypeLabelKey], "fell through to the next offering")
 	assert.Contains(t, s.Service("launcher").Log(), "marked offering unavailable")
 
-	fleets := func() int { return callsOf(t, s, "CreateFleet") }
+	fleets := func() int { return s.Calls(t, "CreateFleet") }
 	before := fleets()
 	// A pod too big for the first node needs a second claim.
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "6")
@@ -303,7 +296,7 @@ func TestInsufficientCapacity(t *testing.T) {
 	// The claims that launched (the first one failed on the exhausted pools; no terminator runs
 	// here to release its finalizer, so it stays, being deleted).
 	launched := 0
-	for _, nc := range nodeClaims(t, s) {
+	for _, nc := range s.NodeClaims(t) {
 		if nc.IsTrue(karpv1.ConditionTypeLaunched) {
 			launched++
 		}
@@ -325,28 +318,14 @@ func TestLauncherCrashLaunchesExactlyOnce(t *testing.T) {
 	s.Apply("deploy/examples/v1/default.yaml")
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "3")
-	require.Eventually(t, func() bool { return len(nodeClaims(t, s)) > 0 }, 90*time.Second, 200*time.Millisecond, "the scheduler created claims")
+	require.Eventually(t, func() bool { return len(s.NodeClaims(t)) > 0 }, 90*time.Second, 200*time.Millisecond, "the scheduler created claims")
 
 	// Restart, and kill it as soon as its first CreateFleet is seen.
 	s.StartService("launcher")
-	require.Eventually(t, func() bool { return callsOf(t, s, "CreateFleet") > 0 }, 60*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return s.Calls(t, "CreateFleet") > 0 }, 60*time.Second, 5*time.Millisecond)
 	s.Service("launcher").Kill()
 	s.StartService("launcher")
 	podsRunning(t, s, "app=inflate", 3, 3*time.Minute)
-	require.NotEmpty(t, nodeClaims(t, s))
+	require.NotEmpty(t, s.NodeClaims(t))
 	oneInstancePerClaim(t, s)
-}
-
-// callsOf counts the emulator's answered calls of an action.
-func callsOf(t *testing.T, s *e2e.Stack, action string) int {
-	t.Helper()
-	calls, err := s.Emu.Calls(context.Background())
-	require.NoError(t, err)
-	n := 0
-	for _, c := range calls {
-		if c.Action == action {
-			n++
-		}
-	}
-	return n
 }

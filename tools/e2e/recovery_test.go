@@ -58,7 +58,7 @@ func oneInstancePerClaim(t *testing.T, s *e2e.Stack) {
 			}
 		}
 	}
-	claims := nodeClaims(t, s)
+	claims := s.NodeClaims(t)
 	assert.Len(t, perClaim, len(claims), "an instance for every claim, none for a claim that is not there")
 	for _, c := range claims {
 		assert.Equal(t, 1, perClaim[c.Name], "claim %s has one instance", c.Name)
@@ -73,7 +73,7 @@ func TestSchedulerKilledMidBatchResumes(t *testing.T) {
 	s.Apply("deploy/examples/v1/default.yaml")
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "7")
-	require.Eventually(t, func() bool { return len(nodeClaims(t, s)) > 0 }, 90*time.Second, 2*time.Millisecond, "the scheduler is at work")
+	require.Eventually(t, func() bool { return len(s.NodeClaims(t)) > 0 }, 90*time.Second, 2*time.Millisecond, "the scheduler is at work")
 	killed := restart(t, s, "scheduler")
 	podsRunning(t, s, "app=inflate", 7, 3*time.Minute)
 
@@ -95,12 +95,12 @@ func TestLauncherKilledWithIntentsInFlightResumes(t *testing.T) {
 	s.Apply("deploy/examples/v1/default.yaml")
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "7")
-	require.Eventually(t, func() bool { return callsOf(t, s, "CreateFleet") > 0 }, 90*time.Second, 2*time.Millisecond, "the launcher is at work")
+	require.Eventually(t, func() bool { return s.Calls(t, "CreateFleet") > 0 }, 90*time.Second, 2*time.Millisecond, "the launcher is at work")
 	killed := restart(t, s, "launcher")
 	podsRunning(t, s, "app=inflate", 7, 3*time.Minute)
 
 	var last time.Time
-	for _, c := range nodeClaims(t, s) {
+	for _, c := range s.NodeClaims(t) {
 		if l := c.Condition(karpv1.ConditionTypeLaunched); l != nil && l.LastTransitionTime.After(last) {
 			last = l.LastTransitionTime.Time
 		}
@@ -130,7 +130,7 @@ func TestPodWatcherKilledWithAWindowOpenResumes(t *testing.T) {
 	podsRunning(t, s, "app=inflate", 4, 3*time.Minute)
 
 	var first time.Time
-	for _, c := range nodeClaims(t, s) {
+	for _, c := range s.NodeClaims(t) {
 		if first.IsZero() || c.CreationTimestamp.Before(&metav1.Time{Time: first}) {
 			first = c.CreationTimestamp.Time
 		}

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -343,4 +344,26 @@ func (s *Stack) kubeconfigVia(service, key, server string) string {
 	}
 	require.NoError(s.t, clientcmd.WriteToFile(*cfg, path))
 	return path
+}
+
+// NodeClaims lists the stack's NodeClaims.
+func (s *Stack) NodeClaims(t testing.TB) []karpv1.NodeClaim {
+	t.Helper()
+	var list karpv1.NodeClaimList
+	require.NoError(t, s.Client.List(context.Background(), &list))
+	return list.Items
+}
+
+// Calls counts the emulator's answered calls of an action.
+func (s *Stack) Calls(t testing.TB, action string) int {
+	t.Helper()
+	calls, err := s.Emu.Calls(context.Background())
+	require.NoError(t, err)
+	n := 0
+	for _, c := range calls {
+		if c.Action == action {
+			n++
+		}
+	}
+	return n
 }

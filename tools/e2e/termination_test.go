@@ -124,7 +124,7 @@ func instanceOf(n *corev1.Node) string {
 
 func claimOfNode(t *testing.T, s *e2e.Stack, node string) *karpv1.NodeClaim {
 	t.Helper()
-	for _, c := range nodeClaims(t, s) {
+	for _, c := range s.NodeClaims(t) {
 		if c.Status.NodeName == node {
 			return &c
 		}
@@ -151,7 +151,7 @@ func gone(t *testing.T, s *e2e.Stack, node, instance, claim string, within time.
 		if getNode(t, s, node) != nil {
 			return false
 		}
-		for _, c := range nodeClaims(t, s) {
+		for _, c := range s.NodeClaims(t) {
 			if c.Name == claim {
 				return false
 			}
@@ -272,7 +272,7 @@ func TestSpotInterruptionDrainsAndReplaces(t *testing.T) {
 	// pending: the scheduler's replacement claim is no younger than the first pod recreated.
 	var rep karpv1.NodeClaim
 	require.Eventually(t, func() bool {
-		for _, c := range nodeClaims(t, s) {
+		for _, c := range s.NodeClaims(t) {
 			if c.Annotations[replacesAnnotation] == claim.Name && c.Status.NodeName != "" {
 				rep = c
 				return true

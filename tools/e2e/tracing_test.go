@@ -61,7 +61,7 @@ func TestOneTraceFromInterruptionToTermination(t *testing.T) {
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "1")
 	podsRunning(t, s, "app=inflate", 1, 3*time.Minute)
-	claims := nodeClaims(t, s)
+	claims := s.NodeClaims(t)
 	require.NotEmpty(t, claims)
 	id := claims[0].Status.ProviderID[strings.LastIndex(claims[0].Status.ProviderID, "/")+1:]
 	require.NoError(t, s.Emu.Interrupt(context.Background(), "spot-interruption", id))

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/tools/e2e"
 )
 
@@ -185,13 +184,6 @@ func podsRunning(t *testing.T, s *e2e.Stack, selector string, n int, within time
 	}, within, 200*time.Millisecond, "%d pods %s running", n, selector)
 }
 
-func nodeClaims(t *testing.T, s *e2e.Stack) []karpv1.NodeClaim {
-	t.Helper()
-	var list karpv1.NodeClaimList
-	require.NoError(t, s.Client.List(context.Background(), &list))
-	return list.Items
-}
-
 // busiest is the node running most pods of the selector, with its NodeClaim and instance.
 func busiest(t *testing.T, s *e2e.Stack, selector string) (node, claim, instance string) {
 	t.Helper()
@@ -207,7 +199,7 @@ func busiest(t *testing.T, s *e2e.Stack, selector string) (node, claim, instance
 		}
 	}
 	require.NotEmpty(t, node, "a node runs pods of %s", selector)
-	for _, c := range nodeClaims(t, s) {
+	for _, c := range s.NodeClaims(t) {
 		if c.Status.NodeName == node {
 			claim, instance = c.Name, c.Status.ProviderID[strings.LastIndex(c.Status.ProviderID, "/")+1:]
 		}
@@ -220,7 +212,7 @@ func busiest(t *testing.T, s *e2e.Stack, selector string) (node, claim, instance
 func finished(t *testing.T, s *e2e.Stack, claim, instance string, within time.Duration) {
 	t.Helper()
 	require.Eventually(t, func() bool {
-		for _, c := range nodeClaims(t, s) {
+		for _, c := range s.NodeClaims(t) {
 			if c.Name == claim {
 				return false
 			}

@@ -19,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/tools/e2e"
 )
 
@@ -66,13 +65,6 @@ func infraWaitRunning(t *testing.T, s *e2e.Stack, n int, within time.Duration) t
 	return time.Since(start)
 }
 
-func infraClaims(t *testing.T, s *e2e.Stack) []karpv1.NodeClaim {
-	t.Helper()
-	var list karpv1.NodeClaimList
-	require.NoError(t, s.Client.List(context.Background(), &list))
-	return list.Items
-}
-
 // infraNoSpareNode checks that the NodeClaims are the nodes n one-CPU pods need and no more:
 // every claim has a node, and without any one of them the others could not hold the pods. A
 // claim made twice for the same pods (two schedulers at once) is a spare node, whatever
@@ -80,7 +72,7 @@ func infraClaims(t *testing.T, s *e2e.Stack) []karpv1.NodeClaim {
 func infraNoSpareNode(t *testing.T, s *e2e.Stack, n int) {
 	t.Helper()
 	slots, least := 0, -1
-	for _, c := range infraClaims(t, s) {
+	for _, c := range s.NodeClaims(t) {
 		if c.DeletionTimestamp != nil {
 			continue
 		}

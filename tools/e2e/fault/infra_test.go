@@ -113,7 +113,7 @@ func TestFaultNATSNodeRestartDuringScaleUp(t *testing.T) {
 
 	start := time.Now()
 	infraScale(t, s, false, 6)
-	require.Eventually(t, func() bool { return len(infraClaims(t, s)) > 0 }, 90*time.Second, 10*time.Millisecond, "the scheduler is at work")
+	require.Eventually(t, func() bool { return len(s.NodeClaims(t)) > 0 }, 90*time.Second, 10*time.Millisecond, "the scheduler is at work")
 	leader := infraStreamLeader(t, s, js, launch)
 	restartAt := time.Now()
 	s.RestartNATS(leader)
@@ -240,7 +240,7 @@ func TestFaultInsufficientCapacityEverywhere(t *testing.T) {
 	assert.Empty(t, insts, "no capacity, no instance")
 	n, _ := infraRunning(t, s)
 	assert.Zero(t, n, "no pod runs without capacity")
-	fleets := infraCalls(t, s, "CreateFleet")
+	fleets := s.Calls(t, "CreateFleet")
 
 	require.NoError(t, s.Emu.SetCapacity(ctx, awsemu.CapacityRule{Capacity: 100}))
 	running := infraWaitRunning(t, s, 6, 3*time.Minute)
@@ -280,7 +280,7 @@ func TestFaultTwoReplicasLeaderFlipsDuringScaleUp(t *testing.T) {
 
 	start := time.Now()
 	infraScale(t, s, false, 5)
-	require.Eventually(t, func() bool { return len(infraClaims(t, s)) > 0 }, 90*time.Second, 10*time.Millisecond, "scheduler-0 is at work")
+	require.Eventually(t, func() bool { return len(s.NodeClaims(t)) > 0 }, 90*time.Second, 10*time.Millisecond, "scheduler-0 is at work")
 	held := time.Now()
 	proxies[0].Delay(12 * time.Second) // past --renew-deadline (6 s) and --lease-duration (8 s)
 	require.Eventually(t, func() bool { return strings.Contains(s.Replica("scheduler", 0).Log(), "not leading; standing by") }, time.Minute, 20*time.Millisecond,
@@ -507,18 +507,4 @@ func infraPodsOn(t *testing.T, s *e2e.Stack) []string {
 		out = append(out, n)
 	}
 	return out
-}
-
-// infraCalls counts the emulator's calls of an action.
-func infraCalls(t *testing.T, s *e2e.Stack, action string) int {
-	t.Helper()
-	calls, err := s.Emu.Calls(context.Background())
-	require.NoError(t, err)
-	n := 0
-	for _, c := range calls {
-		if c.Action == action {
-			n++
-		}
-	}
-	return n
 }

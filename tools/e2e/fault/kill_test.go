@@ -109,7 +109,7 @@ func TestFaultAPIServerRestartDuringScaleUp(t *testing.T) {
 	s := e2e.NewStack(t, allServices)
 	watch(t, s)
 	scaleUp(t, s)
-	require.Eventually(t, func() bool { return len(nodeClaims(t, s)) > 0 }, 90*time.Second, 5*time.Millisecond, "the scheduler is at work")
+	require.Eventually(t, func() bool { return len(s.NodeClaims(t)) > 0 }, 90*time.Second, 5*time.Millisecond, "the scheduler is at work")
 	restarted := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
