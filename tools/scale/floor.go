@@ -56,7 +56,7 @@ func floor(ctx context.Context, tg Target, opts Options, shapes []corev1.Node, p
 	}); err != nil {
 		return 0, err
 	}
-	pods := opts.Mix.Pods(ns, opts.Pods, nil)
+	pods := opts.Mix.Pods(ns, opts.Pods)
 	for _, p := range pods {
 		p.Spec.NodeSelector = map[string]string{FloorLabel: "true"}
 		if n := twin[placed[p.Name]]; n != "" {

@@ -106,7 +106,7 @@ func Run(ctx context.Context, tg Target, opts Options) (*Report, error) {
 		defer prof.finish(ctx, opts.Progress)
 	}
 
-	pods := opts.Mix.Pods(opts.Namespace, opts.Pods, nil)
+	pods := opts.Mix.Pods(opts.Namespace, opts.Pods)
 	w, err := watchPods(ctx, tg.Kube, opts.Namespace)
 	if err != nil {
 		stopSampling()

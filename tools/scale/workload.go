@@ -71,9 +71,8 @@ var sizes = []struct{ cpu, memory string }{{"250m", "256Mi"}, {"500m", "1Gi"}, {
 // Pods are the workload for n pods: per shape and size a group (label app=<shape>-<size>), the
 // counts spread so they add up to n exactly. They are bare pods the harness creates itself, all
 // at once: a Deployment's pods come from the ReplicaSet controller in slow-start batches at its
-// own client rate, which would be timed instead of Fleetwright. extra, if given, changes every
-// pod spec (the floor pins them to its nodes).
-func (m Mix) Pods(namespace string, n int, extra func(*corev1.PodSpec)) []*corev1.Pod {
+// own client rate, which would be timed instead of Fleetwright.
+func (m Mix) Pods(namespace string, n int) []*corev1.Pod {
 	total := 0
 	for _, w := range m {
 		total += w
@@ -103,13 +102,13 @@ func (m Mix) Pods(namespace string, n int, extra func(*corev1.PodSpec)) []*corev
 	out := make([]*corev1.Pod, 0, n)
 	for _, g := range groups {
 		for i := 0; i < g.n; i++ {
-			out = append(out, pod(namespace, g.shape, g.size, i, extra))
+			out = append(out, pod(namespace, g.shape, g.size, i))
 		}
 	}
 	return out
 }
 
-func pod(namespace, shape string, size, i int, extra func(*corev1.PodSpec)) *corev1.Pod {
+func pod(namespace, shape string, size, i int) *corev1.Pod {
 	group := fmt.Sprintf("%s-%d", shape, size)
 	labels := map[string]string{"app": group, ShapeLabel: shape}
 	self := &metav1.LabelSelector{MatchLabels: map[string]string{"app": group}}
@@ -133,9 +132,6 @@ func pod(namespace, shape string, size, i int, extra func(*corev1.PodSpec)) *cor
 	case HostAnti:
 		spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
 			{TopologyKey: corev1.LabelHostname, LabelSelector: self}}}}
-	}
-	if extra != nil {
-		extra(&spec)
 	}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%05d", group, i), Namespace: namespace, Labels: labels}, Spec: spec}
 }
