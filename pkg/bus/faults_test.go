@@ -104,7 +104,7 @@ func TestFollowDeadLettersUndecodableOnce(t *testing.T) {
 // resumes once the consumer has a leader.
 func TestLeaderlessConsumerIsNotEnsuredInATightLoop(t *testing.T) {
 	srvs := bustest.RunCluster(t, 3)
-	var logs lockedBuffer
+	var logs bustest.Buffer
 	log := zerolog.New(&logs)
 	ctx := context.Background()
 	urls := []string{}

@@ -7,6 +7,7 @@
 package bustest
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/url"
@@ -142,4 +143,24 @@ func start(t testing.TB, port int, store string, edit func(*server.Options)) *se
 		edits.Delete(srv)
 	})
 	return srv
+}
+
+// Buffer is a log sink the connection's goroutines (its reconnect and error callbacks, a
+// running consumer) may write to while the test reads it. The zero value is ready.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
