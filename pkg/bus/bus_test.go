@@ -113,6 +113,18 @@ func runConsumer(t *testing.T, start func(ctx context.Context) error) func() err
 	return stop
 }
 
+// consumeValues runs bus.Consume with spec until the test ends, adding the value of every
+// message it handles to got.
+func consumeValues(t *testing.T, c *bus.Conn, spec bus.ConsumerSpec, got *received[string]) {
+	t.Helper()
+	runConsumer(t, func(ctx context.Context) error {
+		return bus.Consume(ctx, c, spec, func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
+			got.add(m.GetValue())
+			return nil
+		})
+	})
+}
+
 // lastDeadLetter returns the last message on the dead-letter subject for
 // original, or nil if there is none yet.
 func lastDeadLetter(t *testing.T, c *bus.Conn, original string) *jetstream.RawStreamMsg {
@@ -225,13 +237,7 @@ func TestMalformedPayloadIsDeadLetteredAndConsumerGoesOn(t *testing.T) {
 			ctx := context.Background()
 
 			var got received[string]
-			runConsumer(t, func(ctx context.Context) error {
-				return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj},
-					func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
-						got.add(m.GetValue())
-						return nil
-					})
-			})
+			consumeValues(t, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj}, &got)
 
 			bad := nats.NewMsg(subj)
 			bad.Data = tt.data
@@ -362,12 +368,7 @@ func TestRecentConsumerSkipsOldMessages(t *testing.T) {
 	require.NoError(t, c.Publish(ctx, subj, str("after"), "new"))
 
 	var got received[string]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c, spec, func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
-			got.add(m.GetValue())
-			return nil
-		})
-	})
+	consumeValues(t, c, spec, &got)
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)
 	assert.Equal(t, []string{"after"}, got.snapshot(), "only what came after its creation")
 }
@@ -389,13 +390,7 @@ func TestDuplicateMsgIDIsDropped(t *testing.T) {
 	require.NoError(t, err)
 
 	var got received[string]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "scheduler", Subject: subj},
-			func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
-				got.add(m.GetValue())
-				return nil
-			})
-	})
+	consumeValues(t, c, bus.ConsumerSpec{Durable: "scheduler", Subject: subj}, &got)
 	// Stream order: had the duplicate been stored, it would come before B.
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 2 }, waitFor, tick)
 	assert.Equal(t, []string{"batch A", "batch B"}, got.snapshot())
@@ -507,16 +502,19 @@ func TestReadyFollowsConnection(t *testing.T) {
 
 func counter(t *testing.T, reg *prometheus.Registry, subj, outcome string) float64 {
 	t.Helper()
-	return counterValue(t, reg, "fleetwright_bus_messages_total", map[string]string{"subject": subj, "outcome": outcome})
+	v, _ := sample(t, reg, "fleetwright_bus_messages_total", map[string]string{"subject": subj, "outcome": outcome})
+	return v
 }
 
 func publishedCounter(t *testing.T, reg *prometheus.Registry, subj, result string) float64 {
 	t.Helper()
-	return counterValue(t, reg, "fleetwright_bus_published_total", map[string]string{"subject": subj, "result": result})
+	v, _ := sample(t, reg, "fleetwright_bus_published_total", map[string]string{"subject": subj, "result": result})
+	return v
 }
 
-// counterValue reads one labelled counter from reg (0 if absent).
-func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+// sample reads the value (a counter's or a gauge's) of the sample of name in reg that has all
+// the labels; found is false if there is none.
+func sample(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (value float64, found bool) {
 	t.Helper()
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -532,11 +530,14 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 				}
 			}
 			if match == len(labels) {
-				return m.GetCounter().GetValue()
+				if g := m.GetGauge(); g != nil {
+					return g.GetValue(), true
+				}
+				return m.GetCounter().GetValue(), true
 			}
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // The consumer's lag — messages not yet delivered — and its unacknowledged messages are
@@ -561,21 +562,11 @@ func TestConsumerLagIsExported(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "5 messages waiting, at most one of them delivered")
 }
 
+// gaugeValue reads the consumer's gauge name from reg (-1 if absent).
 func gaugeValue(t *testing.T, reg *prometheus.Registry, name, consumer string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "consumer" && lp.GetValue() == consumer {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
+	if v, ok := sample(t, reg, name, map[string]string{"consumer": consumer}); ok {
+		return v
 	}
 	return -1
 }

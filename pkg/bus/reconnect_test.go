@@ -29,13 +29,7 @@ func TestConsumerSurvivesServerRestart(t *testing.T) {
 	subj := c.Prefix().Of(subject.OfferingsUnavailable)
 
 	var got received[string]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "scheduler-ice", Subject: subj, FetchWait: 200 * time.Millisecond},
-			func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
-				got.add(m.GetValue())
-				return nil
-			})
-	})
+	consumeValues(t, c, bus.ConsumerSpec{Durable: "scheduler-ice", Subject: subj, FetchWait: 200 * time.Millisecond}, &got)
 	require.NoError(t, c.Publish(ctx, subj, wrapperspb.String("before"), "before"))
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)
 
