@@ -113,17 +113,21 @@ func runConsumer(t *testing.T, start func(ctx context.Context) error) func() err
 	return stop
 }
 
-// consumeValues runs bus.Consume with spec until the test ends, adding the value of every
-// message it handles to got.
-func consumeValues(t *testing.T, c *bus.Conn, spec bus.ConsumerSpec, got *received[string]) {
+// collect runs bus.Consume with spec until the test ends, adding what keep takes from every
+// message it handles (e.g. its value, or its delivery) to got.
+func collect[T any](t *testing.T, c *bus.Conn, spec bus.ConsumerSpec, got *received[T], keep func(context.Context, *wrapperspb.StringValue, bus.Delivery) T) {
 	t.Helper()
 	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c, spec, func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
-			got.add(m.GetValue())
+		return bus.Consume(ctx, c, spec, func(ctx context.Context, m *wrapperspb.StringValue, d bus.Delivery) error {
+			got.add(keep(ctx, m, d))
 			return nil
 		})
 	})
 }
+
+func value(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) string { return m.GetValue() }
+
+func delivery(_ context.Context, _ *wrapperspb.StringValue, d bus.Delivery) bus.Delivery { return d }
 
 // lastDeadLetter returns the last message on the dead-letter subject for
 // original, or nil if there is none yet.
@@ -182,12 +186,8 @@ func TestTraceContextSurvivesPublishConsume(t *testing.T) {
 		payload string
 	}
 	var got received[seen]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "trace", Subject: subj},
-			func(ctx context.Context, m *wrapperspb.StringValue, d bus.Delivery) error {
-				got.add(seen{sc: trace.SpanContextFromContext(ctx), header: d.Header.Get("traceparent"), payload: m.GetValue()})
-				return nil
-			})
+	collect(t, c, bus.ConsumerSpec{Durable: "trace", Subject: subj}, &got, func(ctx context.Context, m *wrapperspb.StringValue, d bus.Delivery) seen {
+		return seen{sc: trace.SpanContextFromContext(ctx), header: d.Header.Get("traceparent"), payload: m.GetValue()}
 	})
 
 	ctx, root := e.tp.Tracer("test").Start(context.Background(), "pod went pending")
@@ -237,7 +237,7 @@ func TestMalformedPayloadIsDeadLetteredAndConsumerGoesOn(t *testing.T) {
 			ctx := context.Background()
 
 			var got received[string]
-			consumeValues(t, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj}, &got)
+			collect(t, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj}, &got, value)
 
 			bad := nats.NewMsg(subj)
 			bad.Data = tt.data
@@ -268,12 +268,16 @@ func TestMalformedPayloadIsDeadLetteredAndConsumerGoesOn(t *testing.T) {
 	}
 }
 
-func TestUnackedMessageIsRedeliveredAfterConsumerDies(t *testing.T) {
+// twoReplicas connects two replicas of the terminator and gives the spec of the durable consumer
+// they share: batch messages to a fetch, taken back after a short AckWait (fast recovery).
+func twoReplicas(t *testing.T, batch int) (c1, c2 *bus.Conn, spec bus.ConsumerSpec) {
 	e := newEnv(t)
-	c1 := e.connect(t, "replica-1")
-	c2 := e.connect(t, "replica-2")
-	subj := e.prefix.Of(subject.TerminationsIntents)
-	spec := bus.ConsumerSpec{Durable: "terminator", Subject: subj, AckWait: 500 * time.Millisecond, Batch: 1}
+	spec = bus.ConsumerSpec{Durable: "terminator", Subject: e.prefix.Of(subject.TerminationsIntents), AckWait: 500 * time.Millisecond, Batch: batch}
+	return e.connect(t, "replica-1"), e.connect(t, "replica-2"), spec
+}
+
+func TestUnackedMessageIsRedeliveredAfterConsumerDies(t *testing.T) {
+	c1, c2, spec := twoReplicas(t, 1)
 
 	started := make(chan struct{})
 	release := make(chan struct{})
@@ -285,7 +289,7 @@ func TestUnackedMessageIsRedeliveredAfterConsumerDies(t *testing.T) {
 			return nil
 		})
 	}()
-	require.NoError(t, c1.Publish(context.Background(), subj, str("drain node-a"), "term-a"))
+	require.NoError(t, c1.Publish(context.Background(), spec.Subject, str("drain node-a"), "term-a"))
 
 	select {
 	case <-started:
@@ -302,12 +306,7 @@ func TestUnackedMessageIsRedeliveredAfterConsumerDies(t *testing.T) {
 	}
 
 	var got received[bus.Delivery]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c2, spec, func(_ context.Context, m *wrapperspb.StringValue, d bus.Delivery) error {
-			got.add(d)
-			return nil
-		})
-	})
+	collect(t, c2, spec, &got, delivery)
 	require.Eventually(t, func() bool { return len(got.snapshot()) >= 1 }, waitFor, tick)
 	d := got.snapshot()[0]
 	assert.Equal(t, "term-a", d.MsgID)
@@ -318,13 +317,9 @@ func TestUnackedMessageIsRedeliveredAfterConsumerDies(t *testing.T) {
 // message waits its turn in a fetched batch: heartbeats keep them in progress, so another
 // replica never gets one while the first still works on it (AckWait is short for fast recovery).
 func TestSlowHandlerKeepsItsMessagesWithHeartbeats(t *testing.T) {
-	e := newEnv(t)
-	c1 := e.connect(t, "replica-1")
-	c2 := e.connect(t, "replica-2")
-	subj := e.prefix.Of(subject.TerminationsIntents)
-	spec := bus.ConsumerSpec{Durable: "terminator", Subject: subj, AckWait: 500 * time.Millisecond, Batch: 3}
+	c1, c2, spec := twoReplicas(t, 3)
 	for _, id := range []string{"a", "b", "c"} {
-		require.NoError(t, c1.Publish(context.Background(), subj, str("drain "+id), "term-"+id))
+		require.NoError(t, c1.Publish(context.Background(), spec.Subject, str("drain "+id), "term-"+id))
 	}
 
 	var got received[bus.Delivery]
@@ -338,12 +333,7 @@ func TestSlowHandlerKeepsItsMessagesWithHeartbeats(t *testing.T) {
 		})
 	})
 	<-started // replica 1 has fetched the batch
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c2, spec, func(_ context.Context, _ *wrapperspb.StringValue, d bus.Delivery) error {
-			got.add(d)
-			return nil
-		})
-	})
+	collect(t, c2, spec, &got, delivery)
 	require.Eventually(t, func() bool { return len(got.snapshot()) >= 3 }, waitFor, tick)
 	time.Sleep(4 * spec.AckWait) // room for a wrongful redelivery to show
 	ids := map[string]int{}
@@ -368,7 +358,7 @@ func TestRecentConsumerSkipsOldMessages(t *testing.T) {
 	require.NoError(t, c.Publish(ctx, subj, str("after"), "new"))
 
 	var got received[string]
-	consumeValues(t, c, spec, &got)
+	collect(t, c, spec, &got, value)
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)
 	assert.Equal(t, []string{"after"}, got.snapshot(), "only what came after its creation")
 }
@@ -390,7 +380,7 @@ func TestDuplicateMsgIDIsDropped(t *testing.T) {
 	require.NoError(t, err)
 
 	var got received[string]
-	consumeValues(t, c, bus.ConsumerSpec{Durable: "scheduler", Subject: subj}, &got)
+	collect(t, c, bus.ConsumerSpec{Durable: "scheduler", Subject: subj}, &got, value)
 	// Stream order: had the duplicate been stored, it would come before B.
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 2 }, waitFor, tick)
 	assert.Equal(t, []string{"batch A", "batch B"}, got.snapshot())

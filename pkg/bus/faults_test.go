@@ -35,7 +35,7 @@ func TestOversizedMessageIsDeadLetteredCut(t *testing.T) {
 	ctx := context.Background()
 
 	var got received[string]
-	consumeValues(t, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj, MaxDeliver: -1, NakDelays: []time.Duration{10 * time.Millisecond}}, &got)
+	collect(t, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj, MaxDeliver: -1, NakDelays: []time.Duration{10 * time.Millisecond}}, &got, value)
 
 	big := nats.NewMsg(subj)
 	big.Header.Set(bus.HeaderMsgID, "big-1")
@@ -114,7 +114,7 @@ func TestLeaderlessConsumerIsNotEnsuredInATightLoop(t *testing.T) {
 	var got received[string]
 	const fetchWait = 500 * time.Millisecond
 	for i := 0; i < 3; i++ { // the launcher's workers
-		consumeValues(t, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj, FetchWait: fetchWait}, &got)
+		collect(t, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj, FetchWait: fetchWait}, &got, value)
 	}
 	require.NoError(t, c.Publish(ctx, subj, wrapperspb.String("before"), "before"))
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)

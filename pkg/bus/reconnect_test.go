@@ -29,7 +29,7 @@ func TestConsumerSurvivesServerRestart(t *testing.T) {
 	subj := c.Prefix().Of(subject.OfferingsUnavailable)
 
 	var got received[string]
-	consumeValues(t, c, bus.ConsumerSpec{Durable: "scheduler-ice", Subject: subj, FetchWait: 200 * time.Millisecond}, &got)
+	collect(t, c, bus.ConsumerSpec{Durable: "scheduler-ice", Subject: subj, FetchWait: 200 * time.Millisecond}, &got, value)
 	require.NoError(t, c.Publish(ctx, subj, wrapperspb.String("before"), "before"))
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)
 

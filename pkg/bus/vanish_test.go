@@ -20,7 +20,7 @@ func TestConsumeRecreatesADeletedConsumer(t *testing.T) {
 	ctx := context.Background()
 	subj := e.prefix.Of(subject.PodsPending)
 	var got received[string]
-	consumeValues(t, c, bus.ConsumerSpec{Durable: "vanish", Subject: subj, Batch: 1}, &got)
+	collect(t, c, bus.ConsumerSpec{Durable: "vanish", Subject: subj, Batch: 1}, &got, value)
 	acked := func(seq uint64) func() bool {
 		return func() bool {
 			cons, err := c.JetStream().Consumer(ctx, e.prefix.Stream(subject.StreamPods), "vanish")
@@ -55,7 +55,7 @@ func TestReadinessReportsAConsumerThatCannotBeEnsured(t *testing.T) {
 	ctx := context.Background()
 	subj := e.prefix.Of(subject.LaunchIntents)
 	var got received[string]
-	consumeValues(t, c, bus.ConsumerSpec{Durable: "unready", Subject: subj}, &got)
+	collect(t, c, bus.ConsumerSpec{Durable: "unready", Subject: subj}, &got, value)
 	require.NoError(t, c.Publish(ctx, subj, str("one"), "m-one"))
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)
 	require.NoError(t, c.Ready(ctx))
