@@ -113,6 +113,22 @@ func runConsumer(t *testing.T, start func(ctx context.Context) error) func() err
 	return stop
 }
 
+// collect runs bus.Consume with spec until the test ends, adding what keep takes from every
+// message it handles (e.g. its value, or its delivery) to got.
+func collect[T any](t *testing.T, c *bus.Conn, spec bus.ConsumerSpec, got *received[T], keep func(context.Context, *wrapperspb.StringValue, bus.Delivery) T) {
+	t.Helper()
+	runConsumer(t, func(ctx context.Context) error {
+		return bus.Consume(ctx, c, spec, func(ctx context.Context, m *wrapperspb.StringValue, d bus.Delivery) error {
+			got.add(keep(ctx, m, d))
+			return nil
+		})
+	})
+}
+
+func value(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) string { return m.GetValue() }
+
+func delivery(_ context.Context, _ *wrapperspb.StringValue, d bus.Delivery) bus.Delivery { return d }
+
 // lastDeadLetter returns the last message on the dead-letter subject for
 // original, or nil if there is none yet.
 func lastDeadLetter(t *testing.T, c *bus.Conn, original string) *jetstream.RawStreamMsg {
@@ -170,12 +186,8 @@ func TestTraceContextSurvivesPublishConsume(t *testing.T) {
 		payload string
 	}
 	var got received[seen]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "trace", Subject: subj},
-			func(ctx context.Context, m *wrapperspb.StringValue, d bus.Delivery) error {
-				got.add(seen{sc: trace.SpanContextFromContext(ctx), header: d.Header.Get("traceparent"), payload: m.GetValue()})
-				return nil
-			})
+	collect(t, c, bus.ConsumerSpec{Durable: "trace", Subject: subj}, &got, func(ctx context.Context, m *wrapperspb.StringValue, d bus.Delivery) seen {
+		return seen{sc: trace.SpanContextFromContext(ctx), header: d.Header.Get("traceparent"), payload: m.GetValue()}
 	})
 
 	ctx, root := e.tp.Tracer("test").Start(context.Background(), "pod went pending")
@@ -225,13 +237,7 @@ func TestMalformedPayloadIsDeadLetteredAndConsumerGoesOn(t *testing.T) {
 			ctx := context.Background()
 
 			var got received[string]
-			runConsumer(t, func(ctx context.Context) error {
-				return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj},
-					func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
-						got.add(m.GetValue())
-						return nil
-					})
-			})
+			collect(t, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj}, &got, value)
 
 			bad := nats.NewMsg(subj)
 			bad.Data = tt.data
@@ -262,12 +268,16 @@ func TestMalformedPayloadIsDeadLetteredAndConsumerGoesOn(t *testing.T) {
 	}
 }
 
-func TestUnackedMessageIsRedeliveredAfterConsumerDies(t *testing.T) {
+// twoReplicas connects two replicas of the terminator and gives the spec of the durable consumer
+// they share: batch messages to a fetch, taken back after a short AckWait (fast recovery).
+func twoReplicas(t *testing.T, batch int) (c1, c2 *bus.Conn, spec bus.ConsumerSpec) {
 	e := newEnv(t)
-	c1 := e.connect(t, "replica-1")
-	c2 := e.connect(t, "replica-2")
-	subj := e.prefix.Of(subject.TerminationsIntents)
-	spec := bus.ConsumerSpec{Durable: "terminator", Subject: subj, AckWait: 500 * time.Millisecond, Batch: 1}
+	spec = bus.ConsumerSpec{Durable: "terminator", Subject: e.prefix.Of(subject.TerminationsIntents), AckWait: 500 * time.Millisecond, Batch: batch}
+	return e.connect(t, "replica-1"), e.connect(t, "replica-2"), spec
+}
+
+func TestUnackedMessageIsRedeliveredAfterConsumerDies(t *testing.T) {
+	c1, c2, spec := twoReplicas(t, 1)
 
 	started := make(chan struct{})
 	release := make(chan struct{})
@@ -279,7 +289,7 @@ func TestUnackedMessageIsRedeliveredAfterConsumerDies(t *testing.T) {
 			return nil
 		})
 	}()
-	require.NoError(t, c1.Publish(context.Background(), subj, str("drain node-a"), "term-a"))
+	require.NoError(t, c1.Publish(context.Background(), spec.Subject, str("drain node-a"), "term-a"))
 
 	select {
 	case <-started:
@@ -296,12 +306,7 @@ func TestUnackedMessageIsRedeliveredAfterConsumerDies(t *testing.T) {
 	}
 
 	var got received[bus.Delivery]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c2, spec, func(_ context.Context, m *wrapperspb.StringValue, d bus.Delivery) error {
-			got.add(d)
-			return nil
-		})
-	})
+	collect(t, c2, spec, &got, delivery)
 	require.Eventually(t, func() bool { return len(got.snapshot()) >= 1 }, waitFor, tick)
 	d := got.snapshot()[0]
 	assert.Equal(t, "term-a", d.MsgID)
@@ -312,13 +317,9 @@ func TestUnackedMessageIsRedeliveredAfterConsumerDies(t *testing.T) {
 // message waits its turn in a fetched batch: heartbeats keep them in progress, so another
 // replica never gets one while the first still works on it (AckWait is short for fast recovery).
 func TestSlowHandlerKeepsItsMessagesWithHeartbeats(t *testing.T) {
-	e := newEnv(t)
-	c1 := e.connect(t, "replica-1")
-	c2 := e.connect(t, "replica-2")
-	subj := e.prefix.Of(subject.TerminationsIntents)
-	spec := bus.ConsumerSpec{Durable: "terminator", Subject: subj, AckWait: 500 * time.Millisecond, Batch: 3}
+	c1, c2, spec := twoReplicas(t, 3)
 	for _, id := range []string{"a", "b", "c"} {
-		require.NoError(t, c1.Publish(context.Background(), subj, str("drain "+id), "term-"+id))
+		require.NoError(t, c1.Publish(context.Background(), spec.Subject, str("drain "+id), "term-"+id))
 	}
 
 	var got received[bus.Delivery]
@@ -332,12 +333,7 @@ func TestSlowHandlerKeepsItsMessagesWithHeartbeats(t *testing.T) {
 		})
 	})
 	<-started // replica 1 has fetched the batch
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c2, spec, func(_ context.Context, _ *wrapperspb.StringValue, d bus.Delivery) error {
-			got.add(d)
-			return nil
-		})
-	})
+	collect(t, c2, spec, &got, delivery)
 	require.Eventually(t, func() bool { return len(got.snapshot()) >= 3 }, waitFor, tick)
 	time.Sleep(4 * spec.AckWait) // room for a wrongful redelivery to show
 	ids := map[string]int{}
@@ -362,12 +358,7 @@ func TestRecentConsumerSkipsOldMessages(t *testing.T) {
 	require.NoError(t, c.Publish(ctx, subj, str("after"), "new"))
 
 	var got received[string]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c, spec, func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
-			got.add(m.GetValue())
-			return nil
-		})
-	})
+	collect(t, c, spec, &got, value)
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)
 	assert.Equal(t, []string{"after"}, got.snapshot(), "only what came after its creation")
 }
@@ -389,13 +380,7 @@ func TestDuplicateMsgIDIsDropped(t *testing.T) {
 	require.NoError(t, err)
 
 	var got received[string]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "scheduler", Subject: subj},
-			func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
-				got.add(m.GetValue())
-				return nil
-			})
-	})
+	collect(t, c, bus.ConsumerSpec{Durable: "scheduler", Subject: subj}, &got, value)
 	// Stream order: had the duplicate been stored, it would come before B.
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 2 }, waitFor, tick)
 	assert.Equal(t, []string{"batch A", "batch B"}, got.snapshot())
@@ -507,16 +492,19 @@ func TestReadyFollowsConnection(t *testing.T) {
 
 func counter(t *testing.T, reg *prometheus.Registry, subj, outcome string) float64 {
 	t.Helper()
-	return counterValue(t, reg, "fleetwright_bus_messages_total", map[string]string{"subject": subj, "outcome": outcome})
+	v, _ := sample(t, reg, "fleetwright_bus_messages_total", map[string]string{"subject": subj, "outcome": outcome})
+	return v
 }
 
 func publishedCounter(t *testing.T, reg *prometheus.Registry, subj, result string) float64 {
 	t.Helper()
-	return counterValue(t, reg, "fleetwright_bus_published_total", map[string]string{"subject": subj, "result": result})
+	v, _ := sample(t, reg, "fleetwright_bus_published_total", map[string]string{"subject": subj, "result": result})
+	return v
 }
 
-// counterValue reads one labelled counter from reg (0 if absent).
-func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+// sample reads the value (a counter's or a gauge's) of the sample of name in reg that has all
+// the labels; found is false if there is none.
+func sample(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (value float64, found bool) {
 	t.Helper()
 	families, err := reg.Gather()
 	require.NoError(t, err)
@@ -532,11 +520,14 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ma
 				}
 			}
 			if match == len(labels) {
-				return m.GetCounter().GetValue()
+				if g := m.GetGauge(); g != nil {
+					return g.GetValue(), true
+				}
+				return m.GetCounter().GetValue(), true
 			}
 		}
 	}
-	return 0
+	return 0, false
 }
 
 // The consumer's lag — messages not yet delivered — and its unacknowledged messages are
@@ -561,21 +552,11 @@ func TestConsumerLagIsExported(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "5 messages waiting, at most one of them delivered")
 }
 
+// gaugeValue reads the consumer's gauge name from reg (-1 if absent).
 func gaugeValue(t *testing.T, reg *prometheus.Registry, name, consumer string) float64 {
 	t.Helper()
-	families, err := reg.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == "consumer" && lp.GetValue() == consumer {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
+	if v, ok := sample(t, reg, name, map[string]string{"consumer": consumer}); ok {
+		return v
 	}
 	return -1
 }

@@ -35,13 +35,7 @@ func TestOversizedMessageIsDeadLetteredCut(t *testing.T) {
 	ctx := context.Background()
 
 	var got received[string]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj, MaxDeliver: -1, NakDelays: []time.Duration{10 * time.Millisecond}},
-			func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
-				got.add(m.GetValue())
-				return nil
-			})
-	})
+	collect(t, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj, MaxDeliver: -1, NakDelays: []time.Duration{10 * time.Millisecond}}, &got, value)
 
 	big := nats.NewMsg(subj)
 	big.Header.Set(bus.HeaderMsgID, "big-1")
@@ -104,7 +98,7 @@ func TestFollowDeadLettersUndecodableOnce(t *testing.T) {
 // resumes once the consumer has a leader.
 func TestLeaderlessConsumerIsNotEnsuredInATightLoop(t *testing.T) {
 	srvs := bustest.RunCluster(t, 3)
-	var logs lockedBuffer
+	var logs bustest.Buffer
 	log := zerolog.New(&logs)
 	ctx := context.Background()
 	urls := []string{}
@@ -120,13 +114,7 @@ func TestLeaderlessConsumerIsNotEnsuredInATightLoop(t *testing.T) {
 	var got received[string]
 	const fetchWait = 500 * time.Millisecond
 	for i := 0; i < 3; i++ { // the launcher's workers
-		runConsumer(t, func(ctx context.Context) error {
-			return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj, FetchWait: fetchWait},
-				func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
-					got.add(m.GetValue())
-					return nil
-				})
-		})
+		collect(t, c, bus.ConsumerSpec{Durable: "launcher", Subject: subj, FetchWait: fetchWait}, &got, value)
 	}
 	require.NoError(t, c.Publish(ctx, subj, wrapperspb.String("before"), "before"))
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)

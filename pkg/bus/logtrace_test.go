@@ -14,12 +14,13 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	"github.com/fleetwright/fleetwright/pkg/telemetry"
 )
 
 // jsonLines decodes a log's JSON lines.
-func jsonLines(b *lockedBuffer) []map[string]any {
+func jsonLines(b *bustest.Buffer) []map[string]any {
 	var out []map[string]any
 	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
 		var m map[string]any
@@ -34,7 +35,7 @@ func jsonLines(b *lockedBuffer) []map[string]any {
 // in, so a log line leads to its trace.
 func TestConsumerLogLinesCarryTheHandlersSpan(t *testing.T) {
 	e := newEnv(t)
-	var out lockedBuffer
+	var out bustest.Buffer
 	log := telemetry.NewLoggerTo(&out, "test", "dev", "info")
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()

@@ -1,10 +1,8 @@
 package bus_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,27 +17,9 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/subject"
 )
 
-// lockedBuffer is a log sink safe for the connection's callback goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 func TestConsumerSurvivesServerRestart(t *testing.T) {
 	srv := bustest.RunServer(t)
-	var logs lockedBuffer
+	var logs bustest.Buffer
 	log := zerolog.New(&logs)
 	ctx := context.Background()
 	c, err := bus.Connect(ctx, bus.Config{URL: srv.ClientURL(), Prefix: "fwre", Logger: &log, Registerer: prometheus.NewRegistry()})
@@ -49,13 +29,7 @@ func TestConsumerSurvivesServerRestart(t *testing.T) {
 	subj := c.Prefix().Of(subject.OfferingsUnavailable)
 
 	var got received[string]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "scheduler-ice", Subject: subj, FetchWait: 200 * time.Millisecond},
-			func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error {
-				got.add(m.GetValue())
-				return nil
-			})
-	})
+	collect(t, c, bus.ConsumerSpec{Durable: "scheduler-ice", Subject: subj, FetchWait: 200 * time.Millisecond}, &got, value)
 	require.NoError(t, c.Publish(ctx, subj, wrapperspb.String("before"), "before"))
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)
 

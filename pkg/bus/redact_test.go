@@ -6,7 +6,6 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,24 +21,6 @@ import (
 
 // secret is in every password and token these tests use: it must never be printed.
 const secret = "s3cret"
-
-// syncBuffer is a log sink the client's goroutines may write to while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
@@ -85,7 +66,7 @@ func TestConnectNeverShowsThePassword(t *testing.T) {
 	addr := srv.Addr().String()
 	pwFile := filepath.Join(t.TempDir(), "password")
 	require.NoError(t, os.WriteFile(pwFile, []byte(pw+"\n"), 0o600))
-	logs := &syncBuffer{}
+	logs := &bustest.Buffer{}
 	log := zerolog.New(logs)
 	connect := func(ctx context.Context, cfg bus.Config) (*bus.Conn, error) {
 		cfg.Logger, cfg.Registerer = &log, prometheus.NewRegistry()

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -21,10 +20,7 @@ func TestConsumeRecreatesADeletedConsumer(t *testing.T) {
 	ctx := context.Background()
 	subj := e.prefix.Of(subject.PodsPending)
 	var got received[string]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "vanish", Subject: subj, Batch: 1},
-			func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error { got.add(m.Value); return nil })
-	})
+	collect(t, c, bus.ConsumerSpec{Durable: "vanish", Subject: subj, Batch: 1}, &got, value)
 	acked := func(seq uint64) func() bool {
 		return func() bool {
 			cons, err := c.JetStream().Consumer(ctx, e.prefix.Stream(subject.StreamPods), "vanish")
@@ -59,10 +55,7 @@ func TestReadinessReportsAConsumerThatCannotBeEnsured(t *testing.T) {
 	ctx := context.Background()
 	subj := e.prefix.Of(subject.LaunchIntents)
 	var got received[string]
-	runConsumer(t, func(ctx context.Context) error {
-		return bus.Consume(ctx, c, bus.ConsumerSpec{Durable: "unready", Subject: subj},
-			func(_ context.Context, m *wrapperspb.StringValue, _ bus.Delivery) error { got.add(m.Value); return nil })
-	})
+	collect(t, c, bus.ConsumerSpec{Durable: "unready", Subject: subj}, &got, value)
 	require.NoError(t, c.Publish(ctx, subj, str("one"), "m-one"))
 	require.Eventually(t, func() bool { return len(got.snapshot()) == 1 }, waitFor, tick)
 	require.NoError(t, c.Ready(ctx))

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,17 +20,18 @@ func it(name string, price float64) *catalogv1.InstanceType {
 		{Zone: "us-east-1a", CapacityType: commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND, PriceUsdPerHour: price, Available: true}}}
 }
 
-func TestPublishAndWatch(t *testing.T) {
-	srv := bustest.RunServer(t)
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+// newBucket starts a server and creates the catalog bucket on it.
+func newBucket(t *testing.T) (context.Context, jetstream.KeyValue) {
+	_, js := bustest.Connect(t, bustest.RunServer(t).ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "fleetwright-catalog"})
 	require.NoError(t, err)
+	return ctx, kv
+}
+
+func TestPublishAndWatch(t *testing.T) {
+	ctx, kv := newBucket(t)
 
 	w, err := Watch(ctx, kv)
 	require.NoError(t, err)
@@ -80,16 +80,7 @@ func TestPublishAndWatch(t *testing.T) {
 
 // A catalog whose meta has not been written yet (a first publish under way) is not handed out.
 func TestWatcherWaitsForACompleteCatalog(t *testing.T) {
-	srv := bustest.RunServer(t)
-	nc, err := nats.Connect(srv.ClientURL())
-	require.NoError(t, err)
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "fleetwright-catalog"})
-	require.NoError(t, err)
+	ctx, kv := newBucket(t)
 	b, err := proto.Marshal(it("m5.large", 0.096))
 	require.NoError(t, err)
 	_, err = kv.Put(ctx, "types.m5.large", b) // a publish cut short before meta

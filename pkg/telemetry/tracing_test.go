@@ -63,26 +63,28 @@ func (r *otlpReceiver) service(span string) (string, bool) {
 	return s, ok
 }
 
-// restoreGlobals leaves the otel globals inert after a test that set them.
-func restoreGlobals(t *testing.T) {
+// setupTracing runs SetupTracing for service in an environment whose only OTLP settings are
+// endpoint and protocol, and leaves the otel globals inert when the test ends.
+func setupTracing(t *testing.T, service, version, endpoint, protocol string) (func(context.Context) error, error) {
 	prop := otel.GetTextMapPropagator()
 	t.Cleanup(func() {
 		otel.SetTracerProvider(noop.NewTracerProvider())
 		otel.SetTextMapPropagator(prop)
 	})
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+	t.Setenv("OTEL_SERVICE_NAME", "")
+	return SetupTracing(context.Background(), service, version)
 }
 
 func TestSetupTracingExportsOverOTLPHTTP(t *testing.T) {
-	restoreGlobals(t)
 	recv := &otlpReceiver{spans: map[string]string{}}
 	srv := httptest.NewServer(recv)
 	defer srv.Close()
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
-	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "")
-	t.Setenv("OTEL_SERVICE_NAME", "")
 
 	ctx := context.Background()
-	shutdown, err := SetupTracing(ctx, "launcher", "v0.1.0")
+	shutdown, err := setupTracing(t, "launcher", "v0.1.0", srv.URL, "")
 	require.NoError(t, err)
 	_, span := otel.Tracer("test").Start(ctx, "create fleet")
 	assert.True(t, span.IsRecording())
@@ -101,10 +103,7 @@ func TestSetupTracingExportsOverOTLPHTTP(t *testing.T) {
 }
 
 func TestSetupTracingWithoutEndpointIsNoop(t *testing.T) {
-	restoreGlobals(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
-	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
-	shutdown, err := SetupTracing(context.Background(), "scheduler", "dev")
+	shutdown, err := setupTracing(t, "scheduler", "dev", "", "")
 	require.NoError(t, err)
 	_, span := otel.Tracer("test").Start(context.Background(), "nothing")
 	assert.False(t, span.IsRecording(), "no exporter configured: spans are not recorded")
@@ -122,10 +121,7 @@ func TestSetupTracingWithoutEndpointIsNoop(t *testing.T) {
 }
 
 func TestSetupTracingRejectsUnknownProtocol(t *testing.T) {
-	restoreGlobals(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
-	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
-	_, err := SetupTracing(context.Background(), "scheduler", "dev")
+	_, err := setupTracing(t, "scheduler", "dev", "http://127.0.0.1:4318", "http/json")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unsupported OTLP protocol "http/json"`)
 }

@@ -7,6 +7,7 @@
 package bustest
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"net/url"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // RunServer starts an in-process nats-server with JetStream enabled on a
@@ -30,6 +33,23 @@ func RunServer(t testing.TB) *server.Server {
 func RunServerWithPassword(t testing.TB, user, password string) *server.Server {
 	t.Helper()
 	return start(t, -1, t.TempDir(), func(o *server.Options) { o.Username, o.Password = user, password })
+}
+
+// Connect opens a plain client connection to url (no bus.Conn: for a test that looks at the
+// broker as an operator would, or writes what a service must cope with) and its JetStream. The
+// connection is closed when the test ends.
+func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return nc, js
 }
 
 // edits remembers the options edit each server was started with, so Restart starts it again
@@ -142,4 +162,24 @@ func start(t testing.TB, port int, store string, edit func(*server.Options)) *se
 		edits.Delete(srv)
 	})
 	return srv
+}
+
+// Buffer is a log sink the connection's goroutines (its reconnect and error callbacks, a
+// running consumer) may write to while the test reads it. The zero value is ready.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
