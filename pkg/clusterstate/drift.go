@@ -76,27 +76,24 @@ func Drifted(claim *karpv1.NodeClaim, pool *karpv1.NodePool, class *ec2v1.EC2Nod
 	return Drift{}, false
 }
 
-// hashDrift compares the claim's recorded hash with the current one, when both are there and
-// of the same version.
-func hashDrift(claim *karpv1.NodeClaim, hashKey, versionKey, version, current string) (was string, drifted bool) {
+// hashDrift is reason, in the words of format (given name, the hash now and the claim's), when
+// the claim recorded a hash (under hashKey) of the current version that is not now; a hash
+// missing on either side or of another version is no drift.
+func hashDrift(claim *karpv1.NodeClaim, hashKey, versionKey, version, now string, reason DriftReason, format, name string) (Drift, bool) {
 	was, ok := claim.Annotations[hashKey]
-	if !ok || current == "" || claim.Annotations[versionKey] != version {
-		return "", false
+	if !ok || now == "" || claim.Annotations[versionKey] != version || was == now {
+		return Drift{}, false
 	}
-	return was, was != current
+	return Drift{reason, fmt.Sprintf(format, name, now, was)}, true
 }
 
 func poolHashDrift(claim *karpv1.NodeClaim, pool *karpv1.NodePool) (Drift, bool) {
 	if pool == nil {
 		return Drift{}, false
 	}
-	now := pool.Hash()
-	was, drifted := hashDrift(claim, karpv1.NodePoolHashAnnotationKey, karpv1.NodePoolHashVersionAnnotationKey, karpv1.NodePoolHashVersion, now)
-	if !drifted {
-		return Drift{}, false
-	}
-	return Drift{NodePoolDrifted, fmt.Sprintf("NodePool %s changed since the NodeClaim was made from it: its template (labels, annotations, taints, "+
-		"startup taints, node class, expireAfter or terminationGracePeriod) hashes to %s, the NodeClaim's to %s", pool.Name, now, was)}, true
+	return hashDrift(claim, karpv1.NodePoolHashAnnotationKey, karpv1.NodePoolHashVersionAnnotationKey, karpv1.NodePoolHashVersion, pool.Hash(),
+		NodePoolDrifted, "NodePool %s changed since the NodeClaim was made from it: its template (labels, annotations, taints, "+
+			"startup taints, node class, expireAfter or terminationGracePeriod) hashes to %s, the NodeClaim's to %s", pool.Name)
 }
 
 // requirementsDrift is Karpenter's RequirementsDrifted: every requirement of the pool must hold
@@ -160,13 +157,9 @@ func classHashDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, 
 	if class == nil {
 		return Drift{}, false
 	}
-	now := class.Hash()
-	was, drifted := hashDrift(claim, ec2v1.AnnotationEC2NodeClassHash, ec2v1.AnnotationEC2NodeClassHashVersion, ec2v1.EC2NodeClassHashVersion, now)
-	if !drifted {
-		return Drift{}, false
-	}
-	return Drift{NodeClassDrift, fmt.Sprintf("EC2NodeClass %s changed since the instance was launched with it: its spec (all but its selector terms) "+
-		"hashes to %s, the NodeClaim's to %s", class.Name, now, was)}, true
+	return hashDrift(claim, ec2v1.AnnotationEC2NodeClassHash, ec2v1.AnnotationEC2NodeClassHashVersion, ec2v1.EC2NodeClassHashVersion, class.Hash(),
+		NodeClassDrift, "EC2NodeClass %s changed since the instance was launched with it: its spec (all but its selector terms) "+
+			"hashes to %s, the NodeClaim's to %s", class.Name)
 }
 
 func amiDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, bool) {
