@@ -2,10 +2,10 @@ package scheduling
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
-	"sort"
 	"testing"
 )
 
@@ -284,11 +284,7 @@ func checkTopology(t *testing.T, in Input, plan Plan, pods map[string]*Pod, wher
 			zoneSet[o.Zone] = true
 		}
 	}
-	var universe []string
-	for z := range zoneSet {
-		universe = append(universe, z)
-	}
-	sort.Strings(universe)
+	universe := slices.Sorted(maps.Keys(zoneSet))
 	ports := map[string]bool{}
 	for _, a := range all {
 		for _, hp := range a.p.HostPorts {
