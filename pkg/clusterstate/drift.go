@@ -60,16 +60,19 @@ func Drifted(claim *karpv1.NodeClaim, pool *karpv1.NodePool, class *ec2v1.EC2Nod
 	if claim == nil || !claim.IsTrue(karpv1.ConditionTypeLaunched) {
 		return Drift{}, false
 	}
-	checks := []func() (Drift, bool){
-		func() (Drift, bool) { return poolHashDrift(claim, pool) },
-		func() (Drift, bool) { return requirementsDrift(claim, pool) },
-		func() (Drift, bool) { return classHashDrift(claim, class) },
-		func() (Drift, bool) { return amiDrift(claim, class) },
-		func() (Drift, bool) { return securityGroupDrift(claim, class) },
-		func() (Drift, bool) { return subnetDrift(claim, class) },
+	if d, ok := firstDrift(claim, pool, poolHashDrift, requirementsDrift); ok {
+		return d, true
+	}
+	return firstDrift(claim, class, classHashDrift, amiDrift, securityGroupDrift, subnetDrift)
+}
+
+// firstDrift is the first drift checks find against of, in order; none when of is nil.
+func firstDrift[T any](claim *karpv1.NodeClaim, of *T, checks ...func(*karpv1.NodeClaim, *T) (Drift, bool)) (Drift, bool) {
+	if of == nil {
+		return Drift{}, false
 	}
 	for _, check := range checks {
-		if d, ok := check(); ok {
+		if d, ok := check(claim, of); ok {
 			return d, true
 		}
 	}
@@ -88,9 +91,6 @@ func hashDrift(claim *karpv1.NodeClaim, hashKey, versionKey, version, now string
 }
 
 func poolHashDrift(claim *karpv1.NodeClaim, pool *karpv1.NodePool) (Drift, bool) {
-	if pool == nil {
-		return Drift{}, false
-	}
 	return hashDrift(claim, karpv1.NodePoolHashAnnotationKey, karpv1.NodePoolHashVersionAnnotationKey, karpv1.NodePoolHashVersion, pool.Hash(),
 		NodePoolDrifted, "NodePool %s changed since the NodeClaim was made from it: its template (labels, annotations, taints, "+
 			"startup taints, node class, expireAfter or terminationGracePeriod) hashes to %s, the NodeClaim's to %s", pool.Name)
@@ -104,9 +104,6 @@ func poolHashDrift(claim *karpv1.NodeClaim, pool *karpv1.NodePool) (Drift, bool)
 // narrowed since but not away from it). A requirement on a key the claim neither has a label
 // nor a requirement for is one the pool added since: drifted.
 func requirementsDrift(claim *karpv1.NodeClaim, pool *karpv1.NodePool) (Drift, bool) {
-	if pool == nil {
-		return Drift{}, false
-	}
 	for _, r := range pool.Spec.Template.Spec.Requirements {
 		want, err := scheduling.NewRequirements(coreRequirement(r))
 		if err != nil {
@@ -154,16 +151,13 @@ func coreRequirement(r karpv1.NodeSelectorRequirementWithMinValues) scheduling.R
 }
 
 func classHashDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, bool) {
-	if class == nil {
-		return Drift{}, false
-	}
 	return hashDrift(claim, ec2v1.AnnotationEC2NodeClassHash, ec2v1.AnnotationEC2NodeClassHashVersion, ec2v1.EC2NodeClassHashVersion, class.Hash(),
 		NodeClassDrift, "EC2NodeClass %s changed since the instance was launched with it: its spec (all but its selector terms) "+
 			"hashes to %s, the NodeClaim's to %s", class.Name)
 }
 
 func amiDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, bool) {
-	if class == nil || len(class.Status.AMIs) == 0 || claim.Status.ImageID == "" {
+	if len(class.Status.AMIs) == 0 || claim.Status.ImageID == "" {
 		return Drift{}, false
 	}
 	var ids []string
@@ -180,7 +174,7 @@ func amiDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, bool) 
 // securityGroupDrift is Karpenter's: the instance's groups must be exactly the class's.
 func securityGroupDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, bool) {
 	recorded := claim.Annotations[SecurityGroupsAnnotation]
-	if class == nil || len(class.Status.SecurityGroups) == 0 || recorded == "" {
+	if len(class.Status.SecurityGroups) == 0 || recorded == "" {
 		return Drift{}, false
 	}
 	have := sortedSet(strings.Split(recorded, ","))
@@ -198,7 +192,7 @@ func securityGroupDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Dri
 
 func subnetDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, bool) {
 	recorded := claim.Annotations[SubnetAnnotation]
-	if class == nil || len(class.Status.Subnets) == 0 || recorded == "" {
+	if len(class.Status.Subnets) == 0 || recorded == "" {
 		return Drift{}, false
 	}
 	var ids []string
