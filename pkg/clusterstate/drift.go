@@ -60,43 +60,40 @@ func Drifted(claim *karpv1.NodeClaim, pool *karpv1.NodePool, class *ec2v1.EC2Nod
 	if claim == nil || !claim.IsTrue(karpv1.ConditionTypeLaunched) {
 		return Drift{}, false
 	}
-	checks := []func() (Drift, bool){
-		func() (Drift, bool) { return poolHashDrift(claim, pool) },
-		func() (Drift, bool) { return requirementsDrift(claim, pool) },
-		func() (Drift, bool) { return classHashDrift(claim, class) },
-		func() (Drift, bool) { return amiDrift(claim, class) },
-		func() (Drift, bool) { return securityGroupDrift(claim, class) },
-		func() (Drift, bool) { return subnetDrift(claim, class) },
+	if d, ok := firstDrift(claim, pool, poolHashDrift, requirementsDrift); ok {
+		return d, true
+	}
+	return firstDrift(claim, class, classHashDrift, amiDrift, securityGroupDrift, subnetDrift)
+}
+
+// firstDrift is the first drift checks find against of, in order; none when of is nil.
+func firstDrift[T any](claim *karpv1.NodeClaim, of *T, checks ...func(*karpv1.NodeClaim, *T) (Drift, bool)) (Drift, bool) {
+	if of == nil {
+		return Drift{}, false
 	}
 	for _, check := range checks {
-		if d, ok := check(); ok {
+		if d, ok := check(claim, of); ok {
 			return d, true
 		}
 	}
 	return Drift{}, false
 }
 
-// hashDrift compares the claim's recorded hash with the current one, when both are there and
-// of the same version.
-func hashDrift(claim *karpv1.NodeClaim, hashKey, versionKey, version, current string) (was string, drifted bool) {
+// hashDrift is reason, in the words of format (given name, the hash now and the claim's), when
+// the claim recorded a hash (under hashKey) of the current version that is not now; a hash
+// missing on either side or of another version is no drift.
+func hashDrift(claim *karpv1.NodeClaim, hashKey, versionKey, version, now string, reason DriftReason, format, name string) (Drift, bool) {
 	was, ok := claim.Annotations[hashKey]
-	if !ok || current == "" || claim.Annotations[versionKey] != version {
-		return "", false
+	if !ok || now == "" || claim.Annotations[versionKey] != version || was == now {
+		return Drift{}, false
 	}
-	return was, was != current
+	return Drift{reason, fmt.Sprintf(format, name, now, was)}, true
 }
 
 func poolHashDrift(claim *karpv1.NodeClaim, pool *karpv1.NodePool) (Drift, bool) {
-	if pool == nil {
-		return Drift{}, false
-	}
-	now := pool.Hash()
-	was, drifted := hashDrift(claim, karpv1.NodePoolHashAnnotationKey, karpv1.NodePoolHashVersionAnnotationKey, karpv1.NodePoolHashVersion, now)
-	if !drifted {
-		return Drift{}, false
-	}
-	return Drift{NodePoolDrifted, fmt.Sprintf("NodePool %s changed since the NodeClaim was made from it: its template (labels, annotations, taints, "+
-		"startup taints, node class, expireAfter or terminationGracePeriod) hashes to %s, the NodeClaim's to %s", pool.Name, now, was)}, true
+	return hashDrift(claim, karpv1.NodePoolHashAnnotationKey, karpv1.NodePoolHashVersionAnnotationKey, karpv1.NodePoolHashVersion, pool.Hash(),
+		NodePoolDrifted, "NodePool %s changed since the NodeClaim was made from it: its template (labels, annotations, taints, "+
+			"startup taints, node class, expireAfter or terminationGracePeriod) hashes to %s, the NodeClaim's to %s", pool.Name)
 }
 
 // requirementsDrift is Karpenter's RequirementsDrifted: every requirement of the pool must hold
@@ -107,9 +104,6 @@ func poolHashDrift(claim *karpv1.NodeClaim, pool *karpv1.NodePool) (Drift, bool)
 // narrowed since but not away from it). A requirement on a key the claim neither has a label
 // nor a requirement for is one the pool added since: drifted.
 func requirementsDrift(claim *karpv1.NodeClaim, pool *karpv1.NodePool) (Drift, bool) {
-	if pool == nil {
-		return Drift{}, false
-	}
 	for _, r := range pool.Spec.Template.Spec.Requirements {
 		want, err := scheduling.NewRequirements(coreRequirement(r))
 		if err != nil {
@@ -157,20 +151,13 @@ func coreRequirement(r karpv1.NodeSelectorRequirementWithMinValues) scheduling.R
 }
 
 func classHashDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, bool) {
-	if class == nil {
-		return Drift{}, false
-	}
-	now := class.Hash()
-	was, drifted := hashDrift(claim, ec2v1.AnnotationEC2NodeClassHash, ec2v1.AnnotationEC2NodeClassHashVersion, ec2v1.EC2NodeClassHashVersion, now)
-	if !drifted {
-		return Drift{}, false
-	}
-	return Drift{NodeClassDrift, fmt.Sprintf("EC2NodeClass %s changed since the instance was launched with it: its spec (all but its selector terms) "+
-		"hashes to %s, the NodeClaim's to %s", class.Name, now, was)}, true
+	return hashDrift(claim, ec2v1.AnnotationEC2NodeClassHash, ec2v1.AnnotationEC2NodeClassHashVersion, ec2v1.EC2NodeClassHashVersion, class.Hash(),
+		NodeClassDrift, "EC2NodeClass %s changed since the instance was launched with it: its spec (all but its selector terms) "+
+			"hashes to %s, the NodeClaim's to %s", class.Name)
 }
 
 func amiDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, bool) {
-	if class == nil || len(class.Status.AMIs) == 0 || claim.Status.ImageID == "" {
+	if len(class.Status.AMIs) == 0 || claim.Status.ImageID == "" {
 		return Drift{}, false
 	}
 	var ids []string
@@ -187,7 +174,7 @@ func amiDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, bool) 
 // securityGroupDrift is Karpenter's: the instance's groups must be exactly the class's.
 func securityGroupDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, bool) {
 	recorded := claim.Annotations[SecurityGroupsAnnotation]
-	if class == nil || len(class.Status.SecurityGroups) == 0 || recorded == "" {
+	if len(class.Status.SecurityGroups) == 0 || recorded == "" {
 		return Drift{}, false
 	}
 	have := sortedSet(strings.Split(recorded, ","))
@@ -205,7 +192,7 @@ func securityGroupDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Dri
 
 func subnetDrift(claim *karpv1.NodeClaim, class *ec2v1.EC2NodeClass) (Drift, bool) {
 	recorded := claim.Annotations[SubnetAnnotation]
-	if class == nil || len(class.Status.Subnets) == 0 || recorded == "" {
+	if len(class.Status.Subnets) == 0 || recorded == "" {
 		return Drift{}, false
 	}
 	var ids []string

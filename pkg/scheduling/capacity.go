@@ -2,8 +2,9 @@ package scheduling
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -135,7 +136,7 @@ func (ns NodeSettings) compile() (nodeSettings, error) {
 		name string
 		m    map[string]string
 	}{{"evictionHard", ns.EvictionHard}, {"evictionSoft", ns.EvictionSoft}} {
-		for _, key := range sortedKeys(set.m) {
+		for _, key := range slices.Sorted(maps.Keys(set.m)) {
 			t, err := parseThreshold(set.m[key])
 			if err != nil {
 				return out, fmt.Errorf("kubelet %s[%q]: %w", set.name, key, err)
@@ -175,7 +176,7 @@ func parseThreshold(v string) (threshold, error) {
 // reserved reads systemReserved or kubeReserved into core units; pid is the kubelet's only.
 func reserved(name string, m map[string]string) (ResourceList, error) {
 	out := ResourceList{}
-	for _, key := range sortedKeys(m) {
+	for _, key := range slices.Sorted(maps.Keys(m)) {
 		q, err := resource.ParseQuantity(m[key])
 		if err != nil || q.Sign() < 0 {
 			return nil, fmt.Errorf("kubelet %s[%q]: %q is not a non-negative quantity", name, key, m[key])
@@ -191,15 +192,6 @@ func reserved(name string, m map[string]string) (ResourceList, error) {
 		}
 	}
 	return out, nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // NodeResources is the capacity and allocatable a node of the type registers under the

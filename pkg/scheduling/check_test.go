@@ -2,9 +2,10 @@ package scheduling
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
-	"sort"
+	"slices"
 	"testing"
 )
 
@@ -85,7 +86,7 @@ func checkPlan(t *testing.T, in Input, plan Plan) {
 			}
 			price := math.Inf(1)
 			for _, o := range it.Offerings {
-				allowed := contains(nc.Zones, o.Zone) && contains(nc.CapacityTypes, o.CapacityType)
+				allowed := slices.Contains(nc.Zones, o.Zone) && slices.Contains(nc.CapacityTypes, o.CapacityType)
 				if allowed && o.Available && !unavailable[OfferingKey{name, o.Zone, o.CapacityType}] {
 					price = min(price, o.PriceUSDPerHour)
 				}
@@ -212,15 +213,6 @@ func addTo(rl ResourceList, n string, q int64) ResourceList {
 	return rl
 }
 
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
-}
-
 // hardNodeMatch evaluates nodeSelector, required node affinity (any term) and volume
 // requirements with plain Kubernetes semantics.
 func hardNodeMatch(p *Pod, labels map[string]string) bool {
@@ -270,7 +262,7 @@ func checkTopology(t *testing.T, in Input, plan Plan, pods map[string]*Pod, wher
 			return a.node == b.node
 		}
 		for _, z := range a.zones {
-			if contains(b.zones, z) {
+			if slices.Contains(b.zones, z) {
 				return true
 			}
 		}
@@ -284,7 +276,7 @@ func checkTopology(t *testing.T, in Input, plan Plan, pods map[string]*Pod, wher
 			nss = []string{owner.Namespace}
 		}
 		r, _ := selectorRequirements(sel)
-		return contains(nss, p.Namespace) && r.Matches(p.Labels)
+		return slices.Contains(nss, p.Namespace) && r.Matches(p.Labels)
 	}
 	zoneSet := map[string]bool{}
 	for _, it := range in.InstanceTypes {
@@ -292,11 +284,7 @@ func checkTopology(t *testing.T, in Input, plan Plan, pods map[string]*Pod, wher
 			zoneSet[o.Zone] = true
 		}
 	}
-	var universe []string
-	for z := range zoneSet {
-		universe = append(universe, z)
-	}
-	sort.Strings(universe)
+	universe := slices.Sorted(maps.Keys(zoneSet))
 	ports := map[string]bool{}
 	for _, a := range all {
 		for _, hp := range a.p.HostPorts {

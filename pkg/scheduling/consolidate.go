@@ -2,7 +2,9 @@ package scheduling
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -170,7 +172,7 @@ func newConsolidator(in *ConsolidationInput) (*consolidator, error) {
 	if err := checkShare("DefaultMinSavings", in.DefaultMinSavings); err != nil {
 		return nil, err
 	}
-	for _, name := range sortedKeysF(in.MinSavings) {
+	for _, name := range slices.Sorted(maps.Keys(in.MinSavings)) {
 		if err := checkShare("MinSavings["+name+"]", in.MinSavings[name]); err != nil {
 			return nil, err
 		}
@@ -266,15 +268,6 @@ func checkShare(name string, v float64) error {
 		return fmt.Errorf("consolidation: %s %v is not a share in [0, 1)", name, v)
 	}
 	return nil
-}
-
-func sortedKeysF[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // snapshot records the solver state trials change.

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -54,7 +55,7 @@ func nodeOf(name string, pool *NodePool, it *InstanceType, zone, ct string, pods
 func candidatesOf(types []InstanceType, nodes []Node, names ...string) []Candidate {
 	var out []Candidate
 	for _, n := range nodes {
-		if len(names) > 0 && !contains(names, n.Name) {
+		if len(names) > 0 && !slices.Contains(names, n.Name) {
 			continue
 		}
 		it := typeNamed(types, n.Labels[LabelInstanceType])
@@ -75,6 +76,14 @@ func consolidate(t *testing.T, in ConsolidationInput) ConsolidationResult {
 		checkCommand(t, in, *res.Command)
 	}
 	return res
+}
+
+// wantNoCommand fails the test if the consolidator found a command.
+func wantNoCommand(t *testing.T, res ConsolidationResult) {
+	t.Helper()
+	if res.Command != nil {
+		t.Fatalf("want no command, got %+v", res.Command)
+	}
 }
 
 func rejection(res ConsolidationResult, node string) string {
@@ -145,7 +154,7 @@ func checkCommand(t *testing.T, in ConsolidationInput, cmd Command) {
 		for _, name := range r.InstanceTypes {
 			it := typeNamed(in.InstanceTypes, name)
 			for _, o := range it.Offerings {
-				if contains(r.Zones, o.Zone) && contains(r.CapacityTypes, o.CapacityType) && o.PriceUSDPerHour >= price {
+				if slices.Contains(r.Zones, o.Zone) && slices.Contains(r.CapacityTypes, o.CapacityType) && o.PriceUSDPerHour >= price {
 					t.Fatalf("option %s %s/%s costs %v, not below %v", name, o.CapacityType, o.Zone, o.PriceUSDPerHour, price)
 				}
 			}
@@ -226,7 +235,7 @@ func TestConsolidate(t *testing.T) {
 			if len(cmd.Placements) != 0 {
 				t.Fatalf("placements %v", cmd.Placements)
 			}
-			if contains(r.InstanceTypes, "c5.8x") {
+			if slices.Contains(r.InstanceTypes, "c5.8x") {
 				t.Fatalf("replacement may be the same type: %v", r.InstanceTypes)
 			}
 			if r.PriceUSDPerHour >= in.Candidates[0].PriceUSDPerHour {
@@ -261,9 +270,7 @@ func TestConsolidate(t *testing.T) {
 			in.MinSavings = map[string]float64{"default": 0.10}
 			return in
 		}, func(t *testing.T, in ConsolidationInput, res ConsolidationResult) {
-			if res.Command != nil {
-				t.Fatalf("want no command, got %+v", res.Command)
-			}
+			wantNoCommand(t, res)
 			if got := rejection(res, "a"); got != "saving 3% is below the 10% threshold" {
 				t.Fatalf("rejection %q", got)
 			}
@@ -277,9 +284,7 @@ func TestConsolidate(t *testing.T) {
 			in.Candidates = candidatesOf(types, in.Nodes)
 			return in
 		}, func(t *testing.T, in ConsolidationInput, res ConsolidationResult) {
-			if res.Command != nil {
-				t.Fatalf("want no command, got %+v", res.Command)
-			}
+			wantNoCommand(t, res)
 			if got := rejection(res, "a"); !strings.Contains(got, "spot-to-spot consolidation is off (SpotToSpotConsolidation)") {
 				t.Fatalf("rejection %q", got)
 			}
@@ -299,9 +304,7 @@ func TestConsolidate(t *testing.T) {
 			in.SpotToSpot = true
 			return in
 		}, func(t *testing.T, in ConsolidationInput, res ConsolidationResult) {
-			if res.Command != nil {
-				t.Fatalf("want no command, got %+v", res.Command)
-			}
+			wantNoCommand(t, res)
 			if got := rejection(res, "a"); !strings.Contains(got, "spot-to-spot consolidation needs 15 cheaper instance types, only ") {
 				t.Fatalf("rejection %q", got)
 			}
@@ -320,9 +323,7 @@ func TestConsolidate(t *testing.T) {
 			in.Candidates = candidatesOf(types, in.Nodes, "a")
 			return in
 		}, func(t *testing.T, in ConsolidationInput, res ConsolidationResult) {
-			if res.Command != nil {
-				t.Fatalf("want no command, got %+v", res.Command)
-			}
+			wantNoCommand(t, res)
 			want := "pods would not fit: default/web-1: no remaining node can take it (1 would violate pod anti-affinity on kubernetes.io/hostname)"
 			if got := rejection(res, "a"); !strings.HasPrefix(got, want) {
 				t.Fatalf("rejection %q, want prefix %q", got, want)
@@ -340,9 +341,7 @@ func TestConsolidate(t *testing.T) {
 			in.Candidates = candidatesOf(types, in.Nodes, "a")
 			return in
 		}, func(t *testing.T, in ConsolidationInput, res ConsolidationResult) {
-			if res.Command != nil {
-				t.Fatalf("want no command, got %+v", res.Command)
-			}
+			wantNoCommand(t, res)
 			if got := rejection(res, "a"); !strings.Contains(got, "pods would not fit: default/s-1: ") || !strings.Contains(got, "would violate topology spread on topology.kubernetes.io/zone") {
 				t.Fatalf("rejection %q", got)
 			}
@@ -372,9 +371,7 @@ func TestConsolidate(t *testing.T) {
 			in.Allowed = map[string]int{"default": 0}
 			return in
 		}, func(t *testing.T, in ConsolidationInput, res ConsolidationResult) {
-			if res.Command != nil {
-				t.Fatalf("want no command, got %+v", res.Command)
-			}
+			wantNoCommand(t, res)
 			for _, n := range []string{"a", "b"} {
 				if got := rejection(res, n); !strings.Contains(got, "budget allows no more disruptions") {
 					t.Fatalf("rejection of %s %q", n, got)
@@ -552,7 +549,7 @@ func TestConsolidateProperties(t *testing.T) {
 				commands++
 				per := map[string]int{}
 				for _, c := range in.Candidates {
-					if contains(res.Command.Nodes, c.Node) {
+					if slices.Contains(res.Command.Nodes, c.Node) {
 						per[c.NodePool]++
 					}
 				}

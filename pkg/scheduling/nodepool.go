@@ -18,35 +18,6 @@ type NodePool struct {
 	Node          *NodeSettings
 }
 
-// Provisioner is Karpenter's v1alpha5 Provisioner, reduced the same way.
-type Provisioner struct {
-	Name          string
-	Weight        int32
-	Requirements  []Requirement
-	Labels        map[string]string
-	Taints        []Taint
-	StartupTaints []Taint
-	Limits        ResourceList
-}
-
-// NodePool translates a v1alpha5 Provisioner into the v1 model: the same requirements,
-// taints and limits; its nodes also carry karpenter.sh/provisioner-name.
-func (p Provisioner) NodePool() NodePool {
-	labels := map[string]string{LabelProvisionerName: p.Name}
-	for k, v := range p.Labels {
-		labels[k] = v
-	}
-	return NodePool{
-		Name:          p.Name,
-		Weight:        p.Weight,
-		Requirements:  append([]Requirement(nil), p.Requirements...),
-		Labels:        labels,
-		Taints:        append([]Taint(nil), p.Taints...),
-		StartupTaints: append([]Taint(nil), p.StartupTaints...),
-		Limits:        p.Limits,
-	}
-}
-
 // poolRequirements compiles what every NodeClaim of the pool must satisfy: its requirements,
 // Karpenter's defaults for what it leaves unsaid, its labels, and its own name.
 func poolRequirements(p NodePool) (Requirements, error) {

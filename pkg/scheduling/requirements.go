@@ -130,8 +130,8 @@ func (s valueSet) matches(v string, present bool) bool {
 // intersect returns the members of both sets, normalised so equal sets compare equal.
 func (s valueSet) intersect(o valueSet) valueSet {
 	r := valueSet{absent: s.absent && o.absent}
-	r.hasGt, r.gt = s.hasGt || o.hasGt, maxBound(s.hasGt, s.gt, o.hasGt, o.gt)
-	r.hasLt, r.lt = s.hasLt || o.hasLt, minBound(s.hasLt, s.lt, o.hasLt, o.lt)
+	r.hasGt, r.gt = tighter(s.hasGt, s.gt, o.hasGt, o.gt, o.gt > s.gt)
+	r.hasLt, r.lt = tighter(s.hasLt, s.lt, o.hasLt, o.lt, o.lt < s.lt)
 	switch {
 	case !s.complement && !o.complement:
 		r.values = intersectSorted(s.values, o.values)
@@ -146,24 +146,13 @@ func (s valueSet) intersect(o valueSet) valueSet {
 	return r.normalise()
 }
 
-func maxBound(ha bool, a int64, hb bool, b int64) int64 {
-	switch {
-	case ha && hb:
-		return max(a, b)
-	case ha:
-		return a
+// tighter intersects two optional bounds a and b: the one that is set, or b when both are and
+// bTighter.
+func tighter(ha bool, a int64, hb bool, b int64, bTighter bool) (bool, int64) {
+	if ha && (!hb || !bTighter) {
+		return true, a
 	}
-	return b
-}
-
-func minBound(ha bool, a int64, hb bool, b int64) int64 {
-	switch {
-	case ha && hb:
-		return min(a, b)
-	case ha:
-		return a
-	}
-	return b
+	return hb, b
 }
 
 // normalise drops what bounds make redundant: listed values outside the bounds, and the

@@ -2,6 +2,8 @@ package scheduling
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -137,13 +139,8 @@ func formatQuantity(name string, q int64) string {
 
 // FormatResources renders a resource list in a stable order, e.g. "cpu=1500m memory=2Gi".
 func FormatResources(rl ResourceList) string {
-	names := make([]string, 0, len(rl))
-	for n := range rl {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	parts := make([]string, 0, len(names))
-	for _, n := range names {
+	parts := make([]string, 0, len(rl))
+	for _, n := range slices.Sorted(maps.Keys(rl)) {
 		parts = append(parts, n+"="+formatQuantity(n, rl[n]))
 	}
 	return strings.Join(parts, " ")

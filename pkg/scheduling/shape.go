@@ -2,6 +2,8 @@ package scheduling
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -58,12 +60,7 @@ type groupUse struct {
 // node affinity term, the heaviest preferred node affinity term still in force, volume needs.
 func nodeRequirements(p *Pod, rs relaxState) (Requirements, error) {
 	var all []Requirement
-	keys := make([]string, 0, len(p.NodeSelector))
-	for k := range p.NodeSelector {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(p.NodeSelector)) {
 		all = append(all, Requirement{Key: k, Operator: OpIn, Values: []string{p.NodeSelector[k]}})
 	}
 	if rs.reqTerm < len(p.RequiredNodeAffinity) {

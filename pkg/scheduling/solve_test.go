@@ -384,16 +384,6 @@ func TestFromCatalogLabels(t *testing.T) {
 	}
 }
 
-func TestProvisionerTranslation(t *testing.T) {
-	np := Provisioner{Name: "default", Requirements: []Requirement{{Key: LabelCapacityType, Operator: OpIn, Values: []string{CapacityTypeSpot}}},
-		Limits: ResourceList{ResourceCPU: 1000 * 1000}}.NodePool()
-	plan := solve(t, Input{NodePools: []NodePool{np}, Pods: []Pod{pod("a")}})
-	c := plan.NodeClaims[0]
-	if c.Labels[LabelProvisionerName] != "default" || strings.Join(c.CapacityTypes, ",") != CapacityTypeSpot {
-		t.Fatalf("claim %+v", c)
-	}
-}
-
 func TestAtMostSixtyTypesCheapestFirst(t *testing.T) {
 	in := catalogWorkload("mixed", 1)
 	plan := solve(t, in)

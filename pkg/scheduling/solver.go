@@ -2,7 +2,9 @@ package scheduling
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"time"
 )
@@ -148,10 +150,7 @@ func (s *solver) compileTypes() error {
 			zoneSet[z] = true
 		}
 	}
-	for z := range zoneSet {
-		s.zones = append(s.zones, z)
-	}
-	sort.Strings(s.zones)
+	s.zones = slices.Sorted(maps.Keys(zoneSet))
 	if len(s.zones) > maxZones {
 		return fmt.Errorf("indexing zones: %d zones, at most %d supported", len(s.zones), maxZones)
 	}

@@ -1,6 +1,9 @@
 package scheduling
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // groupCheck is one topology rule a pod must pass: a term it owns (use != nil), or another
 // pod's anti-affinity that selects it (inverse).
@@ -153,7 +156,7 @@ func filterDomains(c groupCheck, t *target, cur []int) []int {
 		}
 		best, bestCount := -1, int32(1<<30)
 		for _, d := range cur {
-			if !containsInt(c.use.eligible, d) {
+			if !slices.Contains(c.use.eligible, d) {
 				continue
 			}
 			if n := g.count(d); n+self-globalMin <= g.maxSkew && n < bestCount {
@@ -178,7 +181,7 @@ func filterDomains(c groupCheck, t *target, cur []int) []int {
 			}
 		}
 		for _, d := range cur {
-			if !containsInt(c.use.eligible, d) {
+			if !slices.Contains(c.use.eligible, d) {
 				continue
 			}
 			if g.count(d) > 0 || (!anyMatch && c.use.self) {
@@ -190,15 +193,6 @@ func filterDomains(c groupCheck, t *target, cur []int) []int {
 		}
 	}
 	return out
-}
-
-func containsInt(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // narrow restricts a claim being tried to the domains kept for a key.

@@ -2,6 +2,8 @@ package scheduling
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -239,10 +241,7 @@ func (tp *topology) space(s *solver, key string) *domainSpace {
 			vals[v] = true
 		}
 	}
-	for v := range vals {
-		sp.values = append(sp.values, v)
-	}
-	sort.Strings(sp.values)
+	sp.values = slices.Sorted(maps.Keys(vals))
 	for i, v := range sp.values {
 		sp.ids[v] = i
 	}

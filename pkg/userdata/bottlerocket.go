@@ -21,9 +21,6 @@ import (
 const raid0Command = "000-mount-instance-storage"
 
 func renderBottlerocket(o Options) (string, error) {
-	if o.Kubelet.PodsPerCore != nil {
-		return "", fmt.Errorf("rendering user data: kubelet podsPerCore is not supported on Bottlerocket (its settings have no pods-per-core)")
-	}
 	doc := map[string]any{}
 	if strings.TrimSpace(o.Custom) != "" {
 		if _, err := toml.Decode(o.Custom, &doc); err != nil {
@@ -48,28 +45,18 @@ func renderBottlerocket(o Options) (string, error) {
 	if dns := o.clusterDNS(); dns != "" {
 		kube["cluster-dns-ip"] = dns
 	}
-	k := o.Kubelet
-	setInt := func(key string, v *int32) {
-		if v != nil {
-			kube[key] = int64(*v)
+	for _, s := range o.Kubelet.settings() {
+		v := s.value()
+		if m, ok := v.(map[string]string); ok {
+			v = toAny(m)
 		}
-	}
-	setMap := func(key string, m map[string]string) {
-		if len(m) > 0 {
-			kube[key] = toAny(m)
+		switch {
+		case v == nil:
+		case s.bottlerocket == "":
+			return "", fmt.Errorf("rendering user data: kubelet %s is not supported on Bottlerocket (its settings have no %s)", s.field, s.flag)
+		default:
+			kube[s.bottlerocket] = v
 		}
-	}
-	setInt("max-pods", k.MaxPods)
-	setMap("system-reserved", k.SystemReserved)
-	setMap("kube-reserved", k.KubeReserved)
-	setMap("eviction-hard", k.EvictionHard)
-	setMap("eviction-soft", k.EvictionSoft)
-	setMap("eviction-soft-grace-period", k.EvictionSoftGracePeriod)
-	setInt("eviction-max-pod-grace-period", k.EvictionMaxPodGracePeriod)
-	setInt("image-gc-high-threshold-percent", k.ImageGCHighThresholdPercent)
-	setInt("image-gc-low-threshold-percent", k.ImageGCLowThresholdPercent)
-	if k.CPUCFSQuota != nil {
-		kube["cpu-cfs-quota-enforced"] = *k.CPUCFSQuota
 	}
 	if len(o.Labels) > 0 {
 		labels, err := table(kube, "node-labels")
@@ -150,33 +137,10 @@ func parseBottlerocket(doc string, reg *Registration) error {
 	kube, _ := settings["kubernetes"].(map[string]any)
 	reg.ClusterName = str(kube["cluster-name"])
 	k := &reg.Kubelet
-	getInt := func(key string) *int32 {
-		if n, ok := kube[key].(int64); ok {
-			v := int32(n)
-			return &v
+	for _, s := range k.settings() {
+		if s.bottlerocket != "" {
+			s.read(kube[s.bottlerocket])
 		}
-		return nil
-	}
-	getMap := func(key string) map[string]string {
-		m, ok := kube[key].(map[string]any)
-		if !ok || len(m) == 0 {
-			return nil
-		}
-		out := map[string]string{}
-		for k, v := range m {
-			out[k] = fmt.Sprint(v)
-		}
-		return out
-	}
-	k.MaxPods = getInt("max-pods")
-	k.SystemReserved, k.KubeReserved = getMap("system-reserved"), getMap("kube-reserved")
-	k.EvictionHard, k.EvictionSoft = getMap("eviction-hard"), getMap("eviction-soft")
-	k.EvictionSoftGracePeriod = getMap("eviction-soft-grace-period")
-	k.EvictionMaxPodGracePeriod = getInt("eviction-max-pod-grace-period")
-	k.ImageGCHighThresholdPercent = getInt("image-gc-high-threshold-percent")
-	k.ImageGCLowThresholdPercent = getInt("image-gc-low-threshold-percent")
-	if b, ok := kube["cpu-cfs-quota-enforced"].(bool); ok {
-		k.CPUCFSQuota = &b
 	}
 	switch dns := kube["cluster-dns-ip"].(type) {
 	case string:

@@ -133,44 +133,17 @@ func applyFlags(flags []string, reg *Registration) error {
 				}
 				reg.Taints = append(reg.Taints, taint)
 			}
-		case "--max-pods":
-			reg.Kubelet.MaxPods = atoi32(value)
-		case "--pods-per-core":
-			reg.Kubelet.PodsPerCore = atoi32(value)
-		case "--system-reserved":
-			reg.Kubelet.SystemReserved = splitMap(value, "=")
-		case "--kube-reserved":
-			reg.Kubelet.KubeReserved = splitMap(value, "=")
-		case "--eviction-hard":
-			reg.Kubelet.EvictionHard = splitMap(value, "<")
-		case "--eviction-soft":
-			reg.Kubelet.EvictionSoft = splitMap(value, "<")
-		case "--eviction-soft-grace-period":
-			reg.Kubelet.EvictionSoftGracePeriod = splitMap(value, "=")
-		case "--eviction-max-pod-grace-period":
-			reg.Kubelet.EvictionMaxPodGracePeriod = atoi32(value)
-		case "--image-gc-high-threshold":
-			reg.Kubelet.ImageGCHighThresholdPercent = atoi32(value)
-		case "--image-gc-low-threshold":
-			reg.Kubelet.ImageGCLowThresholdPercent = atoi32(value)
-		case "--cpu-cfs-quota":
-			if b, err := strconv.ParseBool(value); err == nil {
-				reg.Kubelet.CPUCFSQuota = &b
-			}
 		case "--cluster-dns":
 			reg.Kubelet.ClusterDNS = strings.Split(value, ",")
+		default:
+			for _, s := range reg.Kubelet.settings() {
+				if name == "--"+s.flag {
+					s.read(s.parseFlag(value))
+				}
+			}
 		}
 	}
 	return nil
-}
-
-func atoi32(s string) *int32 {
-	n, err := strconv.ParseInt(s, 10, 32)
-	if err != nil {
-		return nil
-	}
-	v := int32(n)
-	return &v
 }
 
 // splitMap reads k1<sep>v1,k2<sep>v2.
@@ -184,36 +157,63 @@ func splitMap(s, sep string) map[string]string {
 	return out
 }
 
-// readKubeletConfig reads KubeletConfiguration fields (as YAML decodes them) over k: a later
-// NodeConfig's settings replace an earlier one's.
-func readKubeletConfig(cfg map[string]any, k *Kubelet) {
-	getInt := func(name string, dst **int32) {
-		if f, ok := cfg[name].(float64); ok {
-			v := int32(f)
-			*dst = &v
+// read sets the setting from a value read back: an integer (int64 from TOML, float64 from
+// YAML), a map (of strings, or of anything, as TOML and YAML decode it) or a bool. A value of
+// another type, or none, leaves the setting as it was.
+func (s kubeletSetting) read(v any) {
+	switch {
+	case s.n != nil:
+		var n int32
+		switch v := v.(type) {
+		case int64:
+			n = int32(v)
+		case float64:
+			n = int32(v)
+		default:
+			return
 		}
-	}
-	getMap := func(name string, dst *map[string]string) {
-		if m, ok := cfg[name].(map[string]any); ok {
-			out := map[string]string{}
+		*s.n = &n
+	case s.m != nil:
+		switch m := v.(type) {
+		case map[string]string:
+			*s.m = m
+		case map[string]any:
+			out := make(map[string]string, len(m))
 			for k, v := range m {
 				out[k] = fmt.Sprint(v)
 			}
-			*dst = out
+			*s.m = out
+		}
+	case s.b != nil:
+		if b, ok := v.(bool); ok {
+			*s.b = &b
 		}
 	}
-	getInt("maxPods", &k.MaxPods)
-	getInt("podsPerCore", &k.PodsPerCore)
-	getMap("systemReserved", &k.SystemReserved)
-	getMap("kubeReserved", &k.KubeReserved)
-	getMap("evictionHard", &k.EvictionHard)
-	getMap("evictionSoft", &k.EvictionSoft)
-	getMap("evictionSoftGracePeriod", &k.EvictionSoftGracePeriod)
-	getInt("evictionMaxPodGracePeriod", &k.EvictionMaxPodGracePeriod)
-	getInt("imageGCHighThresholdPercent", &k.ImageGCHighThresholdPercent)
-	getInt("imageGCLowThresholdPercent", &k.ImageGCLowThresholdPercent)
-	if b, ok := cfg["cpuCFSQuota"].(bool); ok {
-		k.CPUCFSQuota = &b
+}
+
+// parseFlag reads a kubelet flag's value as the setting's type, for read; nil when it does not
+// parse.
+func (s kubeletSetting) parseFlag(value string) any {
+	switch {
+	case s.n != nil:
+		if n, err := strconv.ParseInt(value, 10, 32); err == nil {
+			return n
+		}
+	case s.m != nil:
+		return splitMap(value, s.sep)
+	case s.b != nil:
+		if b, err := strconv.ParseBool(value); err == nil {
+			return b
+		}
+	}
+	return nil
+}
+
+// readKubeletConfig reads KubeletConfiguration fields (as YAML decodes them) over k: a later
+// NodeConfig's settings replace an earlier one's.
+func readKubeletConfig(cfg map[string]any, k *Kubelet) {
+	for _, s := range k.settings() {
+		s.read(cfg[s.field])
 	}
 	if list, ok := cfg["clusterDNS"].([]any); ok {
 		k.ClusterDNS = nil

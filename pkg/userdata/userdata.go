@@ -33,8 +33,6 @@ import (
 	"mime/multipart"
 	"net/textproto"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -184,16 +182,7 @@ func Render(family Family, o Options) (string, error) {
 
 // NodeLabelsFlag renders --node-labels as the kubelet takes it, keys sorted.
 func NodeLabelsFlag(labels map[string]string) string {
-	keys := make([]string, 0, len(labels))
-	for k := range labels {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+"="+labels[k])
-	}
-	return "--node-labels=" + strings.Join(parts, ",")
+	return "--node-labels=" + joinMap(labels, "=")
 }
 
 // TaintsFlag renders --register-with-taints.
@@ -217,32 +206,61 @@ func kubeletFlags(o Options) []string {
 	return append(flags, o.KubeletFlags...)
 }
 
+// kubeletSetting is one of Kubelet's settings under the name each format gives it: the
+// kubelet flag (AL2's --kubelet-extra-args), the KubeletConfiguration field (AL2023's
+// NodeConfig) and the Bottlerocket settings.kubernetes key ("" where Bottlerocket has none).
+// Exactly one of n, m and b points at the Kubelet's field.
+type kubeletSetting struct {
+	flag, field, bottlerocket string
+	sep                       string // in a map's flag, between each key and its value
+	n                         **int32
+	m                         *map[string]string
+	b                         **bool
+}
+
+// settings lists k's settings (all but ClusterDNS), in the order the flags are written.
+func (k *Kubelet) settings() []kubeletSetting {
+	return []kubeletSetting{
+		{flag: "max-pods", field: "maxPods", bottlerocket: "max-pods", n: &k.MaxPods},
+		{flag: "pods-per-core", field: "podsPerCore", n: &k.PodsPerCore},
+		{flag: "system-reserved", field: "systemReserved", bottlerocket: "system-reserved", sep: "=", m: &k.SystemReserved},
+		{flag: "kube-reserved", field: "kubeReserved", bottlerocket: "kube-reserved", sep: "=", m: &k.KubeReserved},
+		{flag: "eviction-hard", field: "evictionHard", bottlerocket: "eviction-hard", sep: "<", m: &k.EvictionHard},
+		{flag: "eviction-soft", field: "evictionSoft", bottlerocket: "eviction-soft", sep: "<", m: &k.EvictionSoft},
+		{flag: "eviction-soft-grace-period", field: "evictionSoftGracePeriod", bottlerocket: "eviction-soft-grace-period", sep: "=", m: &k.EvictionSoftGracePeriod},
+		{flag: "eviction-max-pod-grace-period", field: "evictionMaxPodGracePeriod", bottlerocket: "eviction-max-pod-grace-period", n: &k.EvictionMaxPodGracePeriod},
+		{flag: "image-gc-high-threshold", field: "imageGCHighThresholdPercent", bottlerocket: "image-gc-high-threshold-percent", n: &k.ImageGCHighThresholdPercent},
+		{flag: "image-gc-low-threshold", field: "imageGCLowThresholdPercent", bottlerocket: "image-gc-low-threshold-percent", n: &k.ImageGCLowThresholdPercent},
+		{flag: "cpu-cfs-quota", field: "cpuCFSQuota", bottlerocket: "cpu-cfs-quota-enforced", b: &k.CPUCFSQuota},
+	}
+}
+
+// value is the setting's value (an int64, a map[string]string or a bool); nil when it is unset
+// (an empty map is unset).
+func (s kubeletSetting) value() any {
+	switch {
+	case s.n != nil && *s.n != nil:
+		return int64(**s.n)
+	case s.m != nil && len(*s.m) > 0:
+		return *s.m
+	case s.b != nil && *s.b != nil:
+		return **s.b
+	}
+	return nil
+}
+
 // flags renders the settings as kubelet command-line flags (AL2's --kubelet-extra-args), in a
 // fixed order.
 func (k Kubelet) flags() []string {
 	var out []string
-	addInt := func(name string, v *int32) {
-		if v != nil {
-			out = append(out, "--"+name+"="+strconv.Itoa(int(*v)))
+	for _, s := range k.settings() {
+		switch v := s.value().(type) {
+		case nil:
+		case map[string]string:
+			out = append(out, "--"+s.flag+"="+joinMap(v, s.sep))
+		default:
+			out = append(out, fmt.Sprintf("--%s=%v", s.flag, v))
 		}
-	}
-	addMap := func(name, sep string, m map[string]string) {
-		if len(m) > 0 {
-			out = append(out, "--"+name+"="+joinMap(m, sep))
-		}
-	}
-	addInt("max-pods", k.MaxPods)
-	addInt("pods-per-core", k.PodsPerCore)
-	addMap("system-reserved", "=", k.SystemReserved)
-	addMap("kube-reserved", "=", k.KubeReserved)
-	addMap("eviction-hard", "<", k.EvictionHard)
-	addMap("eviction-soft", "<", k.EvictionSoft)
-	addMap("eviction-soft-grace-period", "=", k.EvictionSoftGracePeriod)
-	addInt("eviction-max-pod-grace-period", k.EvictionMaxPodGracePeriod)
-	addInt("image-gc-high-threshold", k.ImageGCHighThresholdPercent)
-	addInt("image-gc-low-threshold", k.ImageGCLowThresholdPercent)
-	if k.CPUCFSQuota != nil {
-		out = append(out, "--cpu-cfs-quota="+strconv.FormatBool(*k.CPUCFSQuota))
 	}
 	return out
 }
@@ -250,28 +268,10 @@ func (k Kubelet) flags() []string {
 // config renders the settings as KubeletConfiguration fields (AL2023's NodeConfig).
 func (k Kubelet) config() map[string]any {
 	cfg := map[string]any{}
-	setInt := func(name string, v *int32) {
-		if v != nil {
-			cfg[name] = int(*v)
+	for _, s := range k.settings() {
+		if v := s.value(); v != nil {
+			cfg[s.field] = v
 		}
-	}
-	setMap := func(name string, m map[string]string) {
-		if len(m) > 0 {
-			cfg[name] = m
-		}
-	}
-	setInt("maxPods", k.MaxPods)
-	setInt("podsPerCore", k.PodsPerCore)
-	setMap("systemReserved", k.SystemReserved)
-	setMap("kubeReserved", k.KubeReserved)
-	setMap("evictionHard", k.EvictionHard)
-	setMap("evictionSoft", k.EvictionSoft)
-	setMap("evictionSoftGracePeriod", k.EvictionSoftGracePeriod)
-	setInt("evictionMaxPodGracePeriod", k.EvictionMaxPodGracePeriod)
-	setInt("imageGCHighThresholdPercent", k.ImageGCHighThresholdPercent)
-	setInt("imageGCLowThresholdPercent", k.ImageGCLowThresholdPercent)
-	if k.CPUCFSQuota != nil {
-		cfg["cpuCFSQuota"] = *k.CPUCFSQuota
 	}
 	if len(k.ClusterDNS) > 0 {
 		cfg["clusterDNS"] = k.ClusterDNS
@@ -281,13 +281,8 @@ func (k Kubelet) config() map[string]any {
 
 // joinMap renders k1<sep>v1,k2<sep>v2 with keys sorted.
 func joinMap(m map[string]string, sep string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, k+sep+m[k])
 	}
 	return strings.Join(parts, ",")

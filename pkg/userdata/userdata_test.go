@@ -170,12 +170,23 @@ func TestKubeletSettingsAndRAID0RoundTripPerFamily(t *testing.T) {
 	}
 }
 
-func TestAL2KubeletFlags(t *testing.T) {
+// renderFull renders fam's user data with every kubelet setting the family takes (all but
+// podsPerCore on Bottlerocket) and the RAID0 policy.
+func renderFull(t *testing.T, fam Family) string {
+	t.Helper()
 	o := opts()
 	o.Kubelet = fullKubelet()
 	o.InstanceStorePolicy = RAID0
-	doc, err := Render(AL2, o)
+	if fam == Bottlerocket {
+		o.Kubelet.PodsPerCore = nil
+	}
+	doc, err := Render(fam, o)
 	require.NoError(t, err)
+	return doc
+}
+
+func TestAL2KubeletFlags(t *testing.T) {
+	doc := renderFull(t, AL2)
 	assert.Contains(t, doc, "--use-max-pods false")
 	assert.Contains(t, doc, "--local-disks raid0")
 	assert.Contains(t, doc, "--dns-cluster-ip '10.100.0.10'", "the class's cluster DNS wins over the launcher's")
@@ -188,17 +199,32 @@ func TestAL2KubeletFlags(t *testing.T) {
 }
 
 func TestAL2023NodeConfigKubeletAndLocalStorage(t *testing.T) {
-	o := opts()
-	o.Kubelet = fullKubelet()
-	o.InstanceStorePolicy = RAID0
-	doc, err := Render(AL2023, o)
-	require.NoError(t, err)
-	parts, err := ParseMultipart(doc)
+	parts, err := ParseMultipart(renderFull(t, AL2023))
 	require.NoError(t, err)
 	body := parts[0].Body
 	for _, s := range []string{"maxPods: 10", "kubeReserved:", "memory: 1Gi", "evictionHard:", "memory.available: 5%",
-		"clusterDNS:\n      - 10.100.0.10", "localStorage:\n      strategy: RAID0"} {
+		"clusterDNS:\n      - 10.100.0.10", "localStorage:\n      strategy: RAID0", "podsPerCore: 4", "systemReserved:",
+		"evictionSoft:", "evictionSoftGracePeriod:", "evictionMaxPodGracePeriod: 60", "imageGCHighThresholdPercent: 85",
+		"imageGCLowThresholdPercent: 80", "cpuCFSQuota: false"} {
 		assert.Contains(t, body, s)
+	}
+}
+
+// Bottlerocket's settings.kubernetes spells each kubelet setting its own way.
+func TestBottlerocketKubeletSettingNames(t *testing.T) {
+	var root struct {
+		Settings struct{ Kubernetes map[string]any }
+	}
+	_, err := toml.Decode(renderFull(t, Bottlerocket), &root)
+	require.NoError(t, err)
+	kube := root.Settings.Kubernetes
+	assert.Equal(t, int64(10), kube["max-pods"])
+	assert.Equal(t, int64(60), kube["eviction-max-pod-grace-period"])
+	assert.Equal(t, int64(85), kube["image-gc-high-threshold-percent"])
+	assert.Equal(t, int64(80), kube["image-gc-low-threshold-percent"])
+	assert.Equal(t, false, kube["cpu-cfs-quota-enforced"])
+	for _, table := range []string{"system-reserved", "kube-reserved", "eviction-hard", "eviction-soft", "eviction-soft-grace-period"} {
+		assert.IsType(t, map[string]any{}, kube[table], table)
 	}
 }
 

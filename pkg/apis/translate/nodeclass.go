@@ -69,11 +69,15 @@ func nodeClass(name string, s v1alpha1.AWSNodeTemplateSpec, opts Options) (*ec2v
 	if s.LaunchTemplateName != nil {
 		return nil, fmt.Errorf("launchTemplate %q: v1 launches without user-managed launch templates", *s.LaunchTemplateName)
 	}
-	subnets, err := subnetTerms(s.SubnetSelector)
+	subnets, err := idOrTagTerms("subnetSelector", s.SubnetSelector, func(tags map[string]string, id string) ec2v1.SubnetSelectorTerm {
+		return ec2v1.SubnetSelectorTerm{Tags: tags, ID: id}
+	})
 	if err != nil {
 		return nil, err
 	}
-	groups, err := securityGroupTerms(s.SecurityGroupSelector)
+	groups, err := idOrTagTerms("securityGroupSelector", s.SecurityGroupSelector, func(tags map[string]string, id string) ec2v1.SecurityGroupSelectorTerm {
+		return ec2v1.SecurityGroupSelectorTerm{Tags: tags, ID: id}
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -108,35 +112,20 @@ func nodeClass(name string, s v1alpha1.AWSNodeTemplateSpec, opts Options) (*ec2v
 	}, nil
 }
 
-// subnetTerms: aws-ids names subnets outright (one term per id); otherwise the tags form one
-// term, all of which must match.
-func subnetTerms(sel map[string]string) ([]ec2v1.SubnetSelectorTerm, error) {
+// idOrTagTerms reads a subnet or security group selector: aws-ids names them outright (one term
+// per id); otherwise the tags form one term, all of which must match.
+func idOrTagTerms[T any](field string, sel map[string]string, term func(tags map[string]string, id string) T) ([]T, error) {
 	if len(sel) == 0 {
-		return nil, fmt.Errorf("subnetSelector is empty")
+		return nil, fmt.Errorf("%s is empty", field)
 	}
 	if ids := splitList(sel[v1alpha1.SelectorIDs]); len(ids) > 0 {
-		terms := make([]ec2v1.SubnetSelectorTerm, 0, len(ids))
+		terms := make([]T, 0, len(ids))
 		for _, id := range ids {
-			terms = append(terms, ec2v1.SubnetSelectorTerm{ID: id})
+			terms = append(terms, term(nil, id))
 		}
 		return terms, nil
 	}
-	return []ec2v1.SubnetSelectorTerm{{Tags: tagsOf(sel, v1alpha1.SelectorIDs)}}, nil
-}
-
-// securityGroupTerms: as subnetTerms.
-func securityGroupTerms(sel map[string]string) ([]ec2v1.SecurityGroupSelectorTerm, error) {
-	if len(sel) == 0 {
-		return nil, fmt.Errorf("securityGroupSelector is empty")
-	}
-	if ids := splitList(sel[v1alpha1.SelectorIDs]); len(ids) > 0 {
-		terms := make([]ec2v1.SecurityGroupSelectorTerm, 0, len(ids))
-		for _, id := range ids {
-			terms = append(terms, ec2v1.SecurityGroupSelectorTerm{ID: id})
-		}
-		return terms, nil
-	}
-	return []ec2v1.SecurityGroupSelectorTerm{{Tags: tagsOf(sel, v1alpha1.SelectorIDs)}}, nil
+	return []T{term(tagsOf(sel, v1alpha1.SelectorIDs), "")}, nil
 }
 
 // amiTerms: no selector means the family's latest published AMIs (an alias); aws::ids names

@@ -4,16 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/runtime"
 )
-
-func TestAddToScheme(t *testing.T) {
-	s := runtime.NewScheme()
-	require.NoError(t, AddToScheme(s))
-	got, err := s.New(SchemeGroupVersion.WithKind("EC2NodeClass"))
-	require.NoError(t, err)
-	require.IsType(t, &EC2NodeClass{}, got)
-}
 
 func TestResolvedAMIFamily(t *testing.T) {
 	str := func(s string) *string { return &s }

@@ -1,9 +1,8 @@
 package v1
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // Group is the API group of EC2NodeClass.
@@ -14,13 +13,7 @@ var SchemeGroupVersion = schema.GroupVersion{Group: Group, Version: "v1"}
 
 var (
 	// SchemeBuilder registers this package's kinds.
-	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	SchemeBuilder = (&scheme.Builder{GroupVersion: SchemeGroupVersion}).Register(&EC2NodeClass{}, &EC2NodeClassList{})
 	// AddToScheme adds EC2NodeClass (and its list) to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
-
-func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(SchemeGroupVersion, &EC2NodeClass{}, &EC2NodeClassList{})
-	metav1.AddToGroupVersion(s, SchemeGroupVersion)
-	return nil
-}

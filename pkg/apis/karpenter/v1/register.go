@@ -1,9 +1,8 @@
 package v1
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // Group is the API group of NodePool and NodeClaim.
@@ -14,13 +13,7 @@ var SchemeGroupVersion = schema.GroupVersion{Group: Group, Version: "v1"}
 
 var (
 	// SchemeBuilder registers this package's kinds.
-	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	SchemeBuilder = (&scheme.Builder{GroupVersion: SchemeGroupVersion}).Register(&NodePool{}, &NodePoolList{}, &NodeClaim{}, &NodeClaimList{})
 	// AddToScheme adds NodePool and NodeClaim (and their lists) to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
-
-func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(SchemeGroupVersion, &NodePool{}, &NodePoolList{}, &NodeClaim{}, &NodeClaimList{})
-	metav1.AddToGroupVersion(s, SchemeGroupVersion)
-	return nil
-}

@@ -1,9 +1,8 @@
 package v1alpha5
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 // Group is the API group of Provisioner.
@@ -14,16 +13,10 @@ var SchemeGroupVersion = schema.GroupVersion{Group: Group, Version: "v1alpha5"}
 
 var (
 	// SchemeBuilder registers this package's kinds.
-	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+	SchemeBuilder = (&scheme.Builder{GroupVersion: SchemeGroupVersion}).Register(&Provisioner{}, &ProvisionerList{})
 	// AddToScheme adds Provisioner (and its list) to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
-
-func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(SchemeGroupVersion, &Provisioner{}, &ProvisionerList{})
-	metav1.AddToGroupVersion(s, SchemeGroupVersion)
-	return nil
-}
 
 // ProvisionerNameLabelKey names the Provisioner a v1alpha5 node belongs to. Nodes launched for
 // a translated Provisioner carry it, as well as karpenter.sh/nodepool.

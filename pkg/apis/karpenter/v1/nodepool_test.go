@@ -4,20 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/runtime"
 )
-
-func TestAddToScheme(t *testing.T) {
-	s := runtime.NewScheme()
-	require.NoError(t, AddToScheme(s))
-	for kind, want := range map[string]runtime.Object{
-		"NodePool": &NodePool{}, "NodePoolList": &NodePoolList{}, "NodeClaim": &NodeClaim{}, "NodeClaimList": &NodeClaimList{},
-	} {
-		got, err := s.New(SchemeGroupVersion.WithKind(kind))
-		require.NoError(t, err, kind)
-		require.IsType(t, want, got)
-	}
-}
 
 // DeepCopy must not share the duration, requirements or labels with the original.
 func TestDeepCopyDoesNotAlias(t *testing.T) {
