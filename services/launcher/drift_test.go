@@ -49,7 +49,7 @@ spec:
 // the class's status, the hashes and each drift still follow every change at once.
 func TestDriftOfPoolAndAMI(t *testing.T) {
 	e := start(t, "--status-interval", "1h", "--resolver-ttl", "100ms")
-	path := e.apply(classManifest("drift", "  role: KarpenterNodeRole-demo-cluster\n") + "---\n" + driftPoolManifest)
+	path := e.apply(classManifest("drift", demoRole) + "---\n" + driftPoolManifest)
 	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", path) })
 
 	// A claim of the pool as one made before hashes were recorded: the launcher annotates it.
