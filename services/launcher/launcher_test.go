@@ -540,8 +540,7 @@ func TestStatusOfClassesAndPools(t *testing.T) {
 	e := start(t)
 	pool := "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: orphaned\nspec:\n  template:\n    spec:\n" +
 		"      nodeClassRef:\n        group: karpenter.k8s.aws\n        kind: EC2NodeClass\n        name: missing\n      requirements: []\n"
-	path := e.apply(pool)
-	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", path) })
+	e.applyUntilEnd(pool)
 
 	e.launch("default", "default-status1", "t4g.small")
 	var class *ec2v1.EC2NodeClass
@@ -588,6 +587,14 @@ func (e *env) apply(manifest string) string {
 	require.NoError(e.t, os.WriteFile(path, []byte(manifest), 0o644))
 	_, err := e2e.Kubectl(e2e.Cluster(e.t), "apply", "-f", path)
 	require.NoError(e.t, err)
+	return path
+}
+
+// applyUntilEnd is apply, with what it made deleted again when the test ends.
+func (e *env) applyUntilEnd(manifest string) string {
+	e.t.Helper()
+	path := e.apply(manifest)
+	e.t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(e.t), "delete", "--ignore-not-found", "-f", path) })
 	return path
 }
 
@@ -719,9 +726,8 @@ func (e *env) profile(name string) *awsemu.InstanceProfileInfo {
 // launch; and the profile is deleted with the class.
 func TestRoleInstanceProfileAndLaunchFields(t *testing.T) {
 	e := start(t, "--template-gc-interval", "200ms")
-	path := e.apply(classManifest("tuned", demoRole+"  associatePublicIPAddress: true\n  detailedMonitoring: true\n"+
+	path := e.applyUntilEnd(classManifest("tuned", demoRole+"  associatePublicIPAddress: true\n  detailedMonitoring: true\n"+
 		"  context: reserved-ctx\n  tags:\n    team: a\n  metadataOptions:\n    httpPutResponseHopLimit: 2\n    httpTokens: optional\n"))
-	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", path) })
 
 	e.launch("tuned", "default-tuned1", "t4g.small")
 	require.Eventually(t, func() bool { return len(e.instancesFor("default-tuned1")) == 1 }, 60*time.Second, 100*time.Millisecond, "launched")
@@ -777,8 +783,7 @@ func TestRoleInstanceProfileAndLaunchFields(t *testing.T) {
 // reason and nothing is launched, not even a launch template.
 func TestMissingRoleMakesTheClassNotReady(t *testing.T) {
 	e := start(t)
-	path := e.apply(classManifest("norole", "  role: NoSuchRole\n"))
-	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", path) })
+	e.applyUntilEnd(classManifest("norole", "  role: NoSuchRole\n"))
 
 	var c *metav1.Condition
 	require.Eventually(t, func() bool {
@@ -794,8 +799,7 @@ func TestMissingRoleMakesTheClassNotReady(t *testing.T) {
 	assert.Contains(t, ready.Message, "InstanceProfileReady")
 
 	// An instance profile given by name is used as it is, once it is known to exist.
-	given := e.apply(classManifest("noprofile", "  instanceProfile: NoSuchProfile\n"))
-	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", given) })
+	e.applyUntilEnd(classManifest("noprofile", "  instanceProfile: NoSuchProfile\n"))
 	require.Eventually(t, func() bool {
 		_, c = e.class("noprofile", ec2v1.ConditionTypeInstanceProfileReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "NotFound"
