@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -65,7 +63,7 @@ type env struct {
 	dyn     dynamic.Interface
 	conn    *bus.Conn
 	ns      string
-	logs    *syncBuffer
+	logs    stderrLog
 	natsURL string
 }
 
@@ -79,7 +77,7 @@ const (
 // newEnv starts NATS, publishes the catalog, makes the test's namespace and applies the
 // manifests of the repository. Cluster-scoped objects the test creates are its own to clean up.
 func newEnv(t *testing.T, ns string, manifests ...string) *env {
-	c := clusterWithCRDs(t)
+	c := e2e.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	kube, err := c.Client()
@@ -133,7 +131,7 @@ func (e *env) standby(identity string, extra ...string) (stop func()) {
 }
 
 func (e *env) run(identity string, leads bool, extra ...string) (stop func()) {
-	first := e.logs == nil
+	first := e.logs == ""
 	if first {
 		e.logs = captureStderr(e.t)
 	}
@@ -220,26 +218,6 @@ func (e *env) publishCatalog() {
 	require.NoError(e.t, err)
 	_, err = catalogkv.Publish(e.ctx, kv, cat)
 	require.NoError(e.t, err)
-}
-
-var crdsOnce sync.Once
-
-// clusterWithCRDs is the shared control plane with deploy/crds applied file by file (the
-// directory also holds a kustomization, which plain `kubectl apply -f dir` rejects).
-func clusterWithCRDs(t *testing.T) *localcluster.Cluster {
-	c := clustertest.Get(t)
-	var err error
-	crdsOnce.Do(func() {
-		files, _ := filepath.Glob(filepath.Join(e2e.Root(t), "deploy", "crds", "*_*.yaml"))
-		for _, f := range files {
-			if _, err = e2e.Kubectl(c, "apply", "--server-side", "-f", f); err != nil {
-				return
-			}
-		}
-		_, err = e2e.Kubectl(c, "wait", "--for", "condition=Established", "--timeout", "60s", "crd", "--all")
-	})
-	require.NoError(t, err, "installing CRDs")
-	return c
 }
 
 // pendingPods creates a deployment of n pause pods and waits until kube-scheduler has marked
@@ -472,41 +450,25 @@ func (e *env) eventsSay(pods []*corev1.Pod, reason, want string) {
 	}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// stderrLog is the file that what the process writes to stderr (the services' log) goes to.
+type stderrLog string
+
+// String is what has been written so far.
+func (l stderrLog) String() string {
+	b, _ := os.ReadFile(string(l))
+	return string(b)
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// captureStderr sends what the process writes to stderr (the services' log) into a buffer
-// until the test ends. Tests in this package run one at a time.
-func captureStderr(t *testing.T) *syncBuffer {
-	buf := &syncBuffer{}
-	orig := os.Stderr
-	r, w, err := os.Pipe()
+// captureStderr sends what the process writes to stderr into a file until the test ends. Tests
+// in this package run one at a time.
+func captureStderr(t *testing.T) stderrLog {
+	f, err := os.Create(filepath.Join(t.TempDir(), "stderr.log"))
 	require.NoError(t, err)
-	os.Stderr = w
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		_, _ = io.Copy(buf, r)
-	}()
+	orig := os.Stderr
+	os.Stderr = f
 	t.Cleanup(func() {
 		os.Stderr = orig
-		_ = w.Close()
-		<-copied
+		_ = f.Close()
 	})
-	return buf
+	return stderrLog(f.Name())
 }
