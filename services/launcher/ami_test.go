@@ -5,48 +5,25 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
-	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
+	"github.com/fleetwright/fleetwright/tools/awsemu"
 )
-
-// classWithAMIs is an EC2NodeClass of the demo cluster with the given AMI lines (amiFamily,
-// amiSelectorTerms), indented two spaces.
-func classWithAMIs(name, amis string) string {
-	return "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: " + name + "\nspec:\n" + amis +
-		"  role: KarpenterNodeRole-demo-cluster\n" +
-		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
-		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n"
-}
 
 // parameter reads an SSM parameter from the emulator, as the launcher does.
 func (e *env) parameter(name string) string {
 	e.t.Helper()
-	cfg, err := awsconfig.LoadDefaultConfig(e.ctx)
-	require.NoError(e.t, err)
-	out, err := ssm.NewFromConfig(cfg).GetParameter(e.ctx, &ssm.GetParameterInput{Name: aws.String(name)})
+	out, err := ssm.NewFromConfig(e.awsConfig()).GetParameter(e.ctx, &ssm.GetParameterInput{Name: aws.String(name)})
 	require.NoError(e.t, err, name)
 	return aws.ToString(out.Parameter.Value)
-}
-
-// class reads an EC2NodeClass and one of its conditions (nil if it has none yet).
-func (e *env) class(name, condition string) (*ec2v1.EC2NodeClass, *metav1.Condition) {
-	var nc ec2v1.EC2NodeClass
-	if e.kube.Get(e.ctx, client.ObjectKey{Name: name}, &nc) != nil {
-		return nil, nil
-	}
-	return &nc, meta.FindStatusCondition(nc.Status.Conditions, condition)
 }
 
 // An al2023@latest class resolves through the public SSM parameters, as Karpenter does, and
@@ -55,7 +32,7 @@ func (e *env) class(name, condition string) (*ec2v1.EC2NodeClass, *metav1.Condit
 // image with the requirements that pick it.
 func TestAliasResolvesThroughSSMAndEachTypeLaunchesItsVariant(t *testing.T) {
 	e := start(t)
-	e.apply(classWithAMIs("variants", "  amiSelectorTerms:\n  - alias: al2023@latest\n"))
+	e.apply(nodeClassManifest("variants", demoRole+"  amiSelectorTerms:\n  - alias: al2023@latest\n"))
 	const al2023 = "/aws/service/eks/optimized-ami/1.32/amazon-linux-2023/"
 	standard, nvidia, neuron := e.parameter(al2023+"x86_64/standard/recommended/image_id"),
 		e.parameter(al2023+"x86_64/nvidia/recommended/image_id"), e.parameter(al2023+"x86_64/neuron/recommended/image_id")
@@ -67,35 +44,20 @@ func TestAliasResolvesThroughSSMAndEachTypeLaunchesItsVariant(t *testing.T) {
 		"default-neuron1":   {"inf2.xlarge", neuron},
 	}
 	for claim, w := range want {
-		intent := e.claimOf("variants", claim, w.typ)
-		e.publish(intent, intent.NodeClaimName)
+		e.launch("variants", claim, w.typ)
 	}
 	templates := map[string]bool{}
 	for claim, w := range want {
-		require.Eventually(t, func() bool {
-			nc := e.nodeClaim(claim)
-			return nc != nil && nc.Status.ProviderID != ""
-		}, 60*time.Second, 100*time.Millisecond, claim)
-		assert.Equal(t, w.image, e.nodeClaim(claim).Status.ImageID, "%s (%s) records its variant's image", claim, w.typ)
+		nc := e.claimWhen(claim, 60*time.Second, hasInstance, "launched")
+		assert.Equal(t, w.image, nc.Status.ImageID, "%s (%s) records its variant's image", claim, w.typ)
 		insts := e.instancesFor(claim)
 		require.Len(t, insts, 1, claim)
 		assert.Equal(t, w.image, insts[0].ImageID, "%s (%s) launched from its variant's image", claim, w.typ)
-		for _, tag := range insts[0].Tags {
-			if tag.Key == "aws:ec2launchtemplate:id" {
-				templates[tag.Value] = true
-			}
-		}
+		templates[e.templateID(claim)] = true
 	}
 	assert.Len(t, templates, 3, "one launch template per image")
 
-	calls, err := e.emu.Calls(e.ctx)
-	require.NoError(t, err)
-	var gets int
-	for _, c := range calls {
-		if c.Service == "ssm" && c.Action == "GetParameter" {
-			gets++
-		}
-	}
+	gets := e.countCalls(func(c awsemu.Call) bool { return c.Service == "ssm" && c.Action == "GetParameter" })
 	assert.GreaterOrEqual(t, gets, 3+5, "besides the test's own three reads, the launcher read the alias's five parameters (x86_64 and arm64 variants) from SSM")
 
 	var class *ec2v1.EC2NodeClass
@@ -120,7 +82,7 @@ func TestAliasResolvesThroughSSMAndEachTypeLaunchesItsVariant(t *testing.T) {
 // missing the class is not Ready and says which parameter it could not find.
 func TestSSMParameterTerm(t *testing.T) {
 	e := start(t)
-	e.apply(classWithAMIs("byssm", "  amiFamily: AL2023\n  amiSelectorTerms:\n  - ssmParameter: /team/node-ami\n"))
+	e.apply(nodeClassManifest("byssm", demoRole+"  amiFamily: AL2023\n  amiSelectorTerms:\n  - ssmParameter: /team/node-ami\n"))
 	require.Eventually(t, func() bool {
 		_, c := e.class("byssm", ec2v1.ConditionTypeAMIsReady)
 		return c != nil && c.Status == metav1.ConditionFalse
@@ -133,9 +95,7 @@ func TestSSMParameterTerm(t *testing.T) {
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
 
 	// An older arm64 release, which no alias would pick.
-	cfg, err := awsconfig.LoadDefaultConfig(e.ctx)
-	require.NoError(t, err)
-	imgs, err := ec2.NewFromConfig(cfg).DescribeImages(e.ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{
+	imgs, err := ec2.NewFromConfig(e.awsConfig()).DescribeImages(e.ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("name"), Values: []string{"amazon-eks-node-al2023-arm64-standard-1.31-v20250115"}}}})
 	require.NoError(t, err)
 	require.Len(t, imgs.Images, 1)
@@ -152,13 +112,8 @@ func TestSSMParameterTerm(t *testing.T) {
 	assert.Equal(t, []corev1.NodeSelectorRequirement{{Key: corev1.LabelArchStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"arm64"}}},
 		nc.Status.AMIs[0].Requirements, "an ssmParameter image serves every type of its architecture")
 
-	intent := e.claimOf("byssm", "default-ssm1", "t4g.small")
-	e.publish(intent, intent.NodeClaimName)
-	require.Eventually(t, func() bool {
-		nc := e.nodeClaim("default-ssm1")
-		return nc != nil && nc.Status.ProviderID != ""
-	}, 60*time.Second, 100*time.Millisecond)
-	assert.Equal(t, id, e.nodeClaim("default-ssm1").Status.ImageID)
+	e.launch("byssm", "default-ssm1", "t4g.small")
+	assert.Equal(t, id, e.claimWhen("default-ssm1", 60*time.Second, hasInstance, "launched").Status.ImageID)
 }
 
 // The SSM parameters of each alias family and the variants their images serve, as Karpenter
@@ -212,12 +167,8 @@ func TestAliasParameters(t *testing.T) {
 // x86_64 only — fails its claim with that reason rather than launching from another variant.
 func TestTypeWithoutAnImageOfItsVariantFails(t *testing.T) {
 	e := start(t)
-	e.apply(classWithAMIs("al2", "  amiSelectorTerms:\n  - alias: al2@latest\n"))
-	intent := e.claimOf("al2", "default-g5g1", "g5g.xlarge")
-	e.publish(intent, intent.NodeClaimName)
-	r := e.nextResult()
-	assert.Equal(t, launchv1.LaunchOutcome_LAUNCH_OUTCOME_FAILED, r.Outcome)
-	assert.Equal(t, "NodeClassInvalid", r.ErrorCode)
-	assert.Contains(t, r.ErrorMessage, "no image its amiSelectorTerms resolve to serves instance types [g5g.xlarge]")
+	e.apply(nodeClassManifest("al2", demoRole+"  amiSelectorTerms:\n  - alias: al2@latest\n"))
+	e.launch("al2", "default-g5g1", "g5g.xlarge")
+	e.nextFailure("NodeClassInvalid", "no image its amiSelectorTerms resolve to serves instance types [g5g.xlarge]")
 	assert.Empty(t, e.instancesFor("default-g5g1"), "nothing was launched")
 }

@@ -15,7 +15,6 @@ import (
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
-	"github.com/fleetwright/fleetwright/tools/e2e"
 )
 
 const driftPoolManifest = `apiVersion: karpenter.sh/v1
@@ -49,8 +48,7 @@ spec:
 // the class's status, the hashes and each drift still follow every change at once.
 func TestDriftOfPoolAndAMI(t *testing.T) {
 	e := start(t, "--status-interval", "1h", "--resolver-ttl", "100ms")
-	path := e.apply(classManifest("drift", "  role: KarpenterNodeRole-demo-cluster\n") + "---\n" + driftPoolManifest)
-	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", path) })
+	e.applyUntilEnd(classManifest("drift", demoRole) + "---\n" + driftPoolManifest)
 
 	// A claim of the pool as one made before hashes were recorded: the launcher annotates it.
 	intent := e.claimOf("drift", "drift-1", "t4g.medium")

@@ -16,19 +16,6 @@ import (
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 )
 
-func (e *env) createFleetCalls() int {
-	e.t.Helper()
-	cs, err := e.emu.Calls(e.ctx)
-	require.NoError(e.t, err)
-	n := 0
-	for _, c := range cs {
-		if c.Action == "CreateFleet" {
-			n++
-		}
-	}
-	return n
-}
-
 // launchTagged launches, through the SDK and outside the launcher, one m5.large in zone tagged
 // for the claim as the launcher tags its instances: what an earlier delivery of the claim's
 // intent left behind when it launched and then failed to record the instance on the claim.
@@ -76,11 +63,7 @@ func TestInstanceTaggedForTheClaimIsAdopted(t *testing.T) {
 	before := e.createFleetCalls()
 
 	e.publish(intent, intent.NodeClaimName)
-	var nc *karpv1.NodeClaim
-	require.Eventually(t, func() bool {
-		nc = e.nodeClaim("default-adopt1")
-		return nc != nil && nc.Status.ProviderID != ""
-	}, 60*time.Second, 100*time.Millisecond, "the claim records an instance")
+	nc := e.claimWhen("default-adopt1", 60*time.Second, hasInstance, "the claim records an instance")
 	assert.Equal(t, "aws:///us-east-1a/"+id, nc.Status.ProviderID, "the instance already tagged for the claim")
 	assert.Equal(t, "m5.large", nc.Labels[karpv1.LabelInstanceType])
 	assert.Equal(t, "on-demand", nc.Labels[karpv1.CapacityTypeLabelKey])
@@ -103,11 +86,7 @@ func TestRedeliveryWithAnotherRequestKeepsOneInstance(t *testing.T) {
 	id := e.launchTagged("default-redeliver1", "us-east-1b", intent.NodeClaimUid)
 
 	e.publish(intent, intent.NodeClaimName)
-	var nc *karpv1.NodeClaim
-	require.Eventually(t, func() bool {
-		nc = e.nodeClaim("default-redeliver1")
-		return nc != nil && nc.Status.ProviderID != ""
-	}, 60*time.Second, 100*time.Millisecond, "the claim records an instance and is not failed")
+	nc := e.claimWhen("default-redeliver1", 60*time.Second, hasInstance, "the claim records an instance and is not failed")
 	assert.Equal(t, "aws:///us-east-1b/"+id, nc.Status.ProviderID)
 	assert.Len(t, e.instancesFor("default-redeliver1"), 1, "exactly one instance for the claim")
 	r := e.nextResult()

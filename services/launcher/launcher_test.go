@@ -152,6 +152,13 @@ func (e *env) claim(name string, types ...string) *launchv1.LaunchIntent {
 	return e.claimOf("default", name, types...)
 }
 
+// launch is claimOf with the intent published, its claim's name its dedup id.
+func (e *env) launch(class, name string, types ...string) *launchv1.LaunchIntent {
+	intent := e.claimOf(class, name, types...)
+	e.publish(intent, name)
+	return intent
+}
+
 // claimOf is claim for the node class of another name.
 func (e *env) claimOf(class, name string, types ...string) *launchv1.LaunchIntent {
 	e.t.Helper()
@@ -220,6 +227,41 @@ func (e *env) nodeClaim(name string) *karpv1.NodeClaim {
 	return &nc
 }
 
+// claimWhen waits up to within for the NodeClaim to exist and be as cond wants, and returns
+// it; if it is not, it logs the claims and nodes and fails the test.
+func (e *env) claimWhen(name string, within time.Duration, cond func(*karpv1.NodeClaim) bool, msg string) *karpv1.NodeClaim {
+	e.t.Helper()
+	var nc *karpv1.NodeClaim
+	if !assert.Eventually(e.t, func() bool { nc = e.nodeClaim(name); return nc != nil && cond(nc) }, within, 50*time.Millisecond, "%s: %s", name, msg) {
+		e.dump()
+		e.t.FailNow()
+	}
+	return nc
+}
+
+func hasInstance(nc *karpv1.NodeClaim) bool   { return nc.Status.ProviderID != "" }
+func isRegistered(nc *karpv1.NodeClaim) bool  { return nc.IsTrue(karpv1.ConditionTypeRegistered) }
+func isInitialized(nc *karpv1.NodeClaim) bool { return nc.IsTrue(karpv1.ConditionTypeInitialized) }
+
+// node reads the claim's Node.
+func (e *env) node(nc *karpv1.NodeClaim) *corev1.Node {
+	e.t.Helper()
+	var node corev1.Node
+	require.NoError(e.t, e.kube.Get(e.ctx, client.ObjectKey{Name: nc.Status.NodeName}, &node))
+	return &node
+}
+
+// agentReady removes the claim's startup taint from its node, as the agent that owns it does
+// once it is ready; the taint must be there still, left for the agent.
+func (e *env) agentReady(nc *karpv1.NodeClaim) {
+	e.t.Helper()
+	node := e.node(nc)
+	agent := func(t corev1.Taint) bool { return t.Key == "example.com/agent-not-ready" }
+	require.True(e.t, slices.ContainsFunc(node.Spec.Taints, agent), "the startup taint is left for its agent")
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, agent)
+	require.NoError(e.t, e.kube.Update(e.ctx, node), "the agent removes its taint")
+}
+
 func (e *env) instancesFor(claim string) []awsemu.InstanceInfo {
 	all, err := e.emu.Instances(e.ctx)
 	require.NoError(e.t, err)
@@ -234,6 +276,49 @@ func (e *env) instancesFor(claim string) []awsemu.InstanceInfo {
 	return out
 }
 
+// templateID is the launch template of the claim's one instance.
+func (e *env) templateID(claim string) string {
+	e.t.Helper()
+	insts := e.instancesFor(claim)
+	require.Len(e.t, insts, 1, claim)
+	for _, tag := range insts[0].Tags {
+		if tag.Key == "aws:ec2launchtemplate:id" {
+			return tag.Value
+		}
+	}
+	e.t.Fatalf("instance %s of %s names no launch template", insts[0].ID, claim)
+	return ""
+}
+
+// template is the launch template of the claim's one instance, as the emulator holds it.
+func (e *env) template(claim string) awsemu.LaunchTemplateInfo {
+	e.t.Helper()
+	id := e.templateID(claim)
+	lts, err := e.emu.LaunchTemplates(e.ctx)
+	require.NoError(e.t, err)
+	i := slices.IndexFunc(lts, func(lt awsemu.LaunchTemplateInfo) bool { return lt.ID == id })
+	require.GreaterOrEqual(e.t, i, 0, "the template %s of %s", id, claim)
+	return lts[i]
+}
+
+// countCalls is how many of the calls the emulator was made are as match wants.
+func (e *env) countCalls(match func(awsemu.Call) bool) int {
+	e.t.Helper()
+	calls, err := e.emu.Calls(e.ctx)
+	require.NoError(e.t, err)
+	n := 0
+	for _, c := range calls {
+		if match(c) {
+			n++
+		}
+	}
+	return n
+}
+
+func (e *env) createFleetCalls() int {
+	return e.countCalls(func(c awsemu.Call) bool { return c.Action == "CreateFleet" })
+}
+
 func (e *env) nextResult() *launchv1.LaunchResult {
 	e.t.Helper()
 	msg, err := e.results.Next(jetstream.FetchMaxWait(30 * time.Second))
@@ -244,44 +329,35 @@ func (e *env) nextResult() *launchv1.LaunchResult {
 	return &r
 }
 
+// nextFailure is the next launch result, which fails the claim with the code and a message
+// that contains msg.
+func (e *env) nextFailure(code, msg string) *launchv1.LaunchResult {
+	e.t.Helper()
+	r := e.nextResult()
+	assert.Equal(e.t, launchv1.LaunchOutcome_LAUNCH_OUTCOME_FAILED, r.Outcome)
+	assert.Equal(e.t, code, r.ErrorCode)
+	assert.Contains(e.t, r.ErrorMessage, msg)
+	return r
+}
+
 // An intent becomes exactly one instance, recorded on the NodeClaim; its node registers with
 // the pool's labels and taints, is linked, and is initialized once its startup taint is gone —
 // removed by the agent that owns it, never by Fleetwright.
 func TestLaunchRegisterInitialize(t *testing.T) {
 	e := start(t)
-	intent := e.claim("default-launch1", "t4g.small", "t4g.medium")
-	e.publish(intent, intent.NodeClaimName)
-
-	require.Eventually(t, func() bool {
-		nc := e.nodeClaim("default-launch1")
-		return nc != nil && nc.IsTrue(karpv1.ConditionTypeRegistered)
-	}, 90*time.Second, 100*time.Millisecond, "the NodeClaim is launched and registered")
-	agent := e.nodeClaim("default-launch1").Status.NodeName
-	require.Never(t, func() bool { return e.nodeClaim("default-launch1").IsTrue(karpv1.ConditionTypeInitialized) }, 3*time.Second, 100*time.Millisecond,
+	intent := e.launch("default", "default-launch1", "t4g.small", "t4g.medium")
+	nc := e.claimWhen("default-launch1", 90*time.Second, isRegistered, "launched and registered")
+	require.Never(t, func() bool { return isInitialized(e.nodeClaim("default-launch1")) }, 3*time.Second, 100*time.Millisecond,
 		"not initialized while the startup taint is on the node")
-	var tainted corev1.Node
-	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: agent}, &tainted))
-	require.True(t, slices.ContainsFunc(tainted.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "example.com/agent-not-ready" }),
-		"the startup taint is left for its agent")
-	tainted.Spec.Taints = slices.DeleteFunc(tainted.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "example.com/agent-not-ready" })
-	require.NoError(t, e.kube.Update(e.ctx, &tainted), "the agent removes its taint")
-
-	if !assert.Eventually(t, func() bool {
-		nc := e.nodeClaim("default-launch1")
-		return nc != nil && nc.IsTrue(karpv1.ConditionTypeInitialized)
-	}, 90*time.Second, 100*time.Millisecond, "the NodeClaim is launched, registered and initialized") {
-		e.dump()
-		t.FailNow()
-	}
-	nc := e.nodeClaim("default-launch1")
+	e.agentReady(nc)
+	nc = e.claimWhen("default-launch1", 90*time.Second, isInitialized, "launched, registered and initialized")
 	assert.Regexp(t, `^aws:///us-east-1a/i-[0-9a-f]+$`, nc.Status.ProviderID)
 	assert.Equal(t, "t4g.small", nc.Labels[karpv1.LabelInstanceType], "the cheapest type")
 	assert.Equal(t, "spot", nc.Labels[karpv1.CapacityTypeLabelKey], "spot is preferred when allowed")
 	assert.NotEmpty(t, nc.Status.ImageID)
 	require.NotEmpty(t, nc.Status.NodeName)
 
-	var node corev1.Node
-	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: nc.Status.NodeName}, &node))
+	node := e.node(nc)
 	assert.Equal(t, "default", node.Labels[karpv1.NodePoolLabelKey])
 	assert.Equal(t, "spot", node.Labels[karpv1.CapacityTypeLabelKey])
 	assert.Equal(t, "a", node.Labels["team"], "the pool's labels come through user data")
@@ -353,35 +429,13 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 // the startup taint, each within seconds of the change that allows it.
 func TestRegistrationFollowsChangesNotTheResync(t *testing.T) {
 	e := start(t, "--registration-resync", "1h")
-	intent := e.claim("default-onchange1", "t4g.small")
-	e.publish(intent, intent.NodeClaimName)
-	require.Eventually(t, func() bool {
-		nc := e.nodeClaim("default-onchange1")
-		return nc != nil && nc.Status.ProviderID != ""
-	}, 90*time.Second, 100*time.Millisecond, "the NodeClaim is launched")
-
-	if !assert.Eventually(t, func() bool {
-		nc := e.nodeClaim("default-onchange1")
-		return nc != nil && nc.IsTrue(karpv1.ConditionTypeRegistered)
-	}, 10*time.Second, 50*time.Millisecond, "registered on the change, not at the hourly resync") {
-		e.dump()
-		t.FailNow()
-	}
-	var node corev1.Node
-	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: e.nodeClaim("default-onchange1").Status.NodeName}, &node))
-	assert.False(t, slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == karpv1.UnregisteredTaintKey }),
+	e.launch("default", "default-onchange1", "t4g.small")
+	e.claimWhen("default-onchange1", 90*time.Second, hasInstance, "launched")
+	nc := e.claimWhen("default-onchange1", 10*time.Second, isRegistered, "registered on the change, not at the hourly resync")
+	assert.False(t, slices.ContainsFunc(e.node(nc).Spec.Taints, func(t corev1.Taint) bool { return t.Key == karpv1.UnregisteredTaintKey }),
 		"lifted at registration")
-	require.True(t, slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "example.com/agent-not-ready" }))
-	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "example.com/agent-not-ready" })
-	require.NoError(t, e.kube.Update(e.ctx, &node), "the agent removes its taint")
-
-	if !assert.Eventually(t, func() bool {
-		nc := e.nodeClaim("default-onchange1")
-		return nc != nil && nc.IsTrue(karpv1.ConditionTypeInitialized)
-	}, 10*time.Second, 50*time.Millisecond, "initialized on the taint's removal, not at the hourly resync") {
-		e.dump()
-		t.FailNow()
-	}
+	e.agentReady(nc)
+	e.claimWhen("default-onchange1", 10*time.Second, isInitialized, "initialized on the taint's removal, not at the hourly resync")
 }
 
 // A pool out of capacity (ICE) is reported unavailable and the launch succeeds on the next
@@ -399,13 +453,8 @@ func TestInsufficientCapacityFallsThroughAndIsRemembered(t *testing.T) {
 	require.NoError(t, err)
 	defer func() { _ = sub.Unsubscribe() }()
 
-	intent := e.claim("default-ice1", "t4g.small", "t4g.medium")
-	e.publish(intent, intent.NodeClaimName)
-	require.Eventually(t, func() bool {
-		nc := e.nodeClaim("default-ice1")
-		return nc != nil && nc.Status.ProviderID != ""
-	}, 60*time.Second, 100*time.Millisecond)
-	nc := e.nodeClaim("default-ice1")
+	e.launch("default", "default-ice1", "t4g.small", "t4g.medium")
+	nc := e.claimWhen("default-ice1", 60*time.Second, hasInstance, "launched")
 	assert.False(t, nc.Labels[karpv1.LabelInstanceType] == "t4g.small" && nc.Labels[karpv1.CapacityTypeLabelKey] == "spot",
 		"launched on another offering than the exhausted one")
 	select {
@@ -418,25 +467,10 @@ func TestInsufficientCapacityFallsThroughAndIsRemembered(t *testing.T) {
 		t.Fatal("no OfferingUnavailable published")
 	}
 
-	calls := func() int {
-		cs, err := e.emu.Calls(e.ctx)
-		require.NoError(t, err)
-		n := 0
-		for _, c := range cs {
-			if c.Action == "CreateFleet" {
-				n++
-			}
-		}
-		return n
-	}
-	before := calls()
-	next := e.claim("default-ice2", "t4g.small", "t4g.medium")
-	e.publish(next, next.NodeClaimName)
-	require.Eventually(t, func() bool {
-		nc := e.nodeClaim("default-ice2")
-		return nc != nil && nc.Status.ProviderID != ""
-	}, 60*time.Second, 100*time.Millisecond)
-	assert.Equal(t, before+1, calls(), "the second claim launched in one call: the exhausted pool was not offered again")
+	before := e.createFleetCalls()
+	e.launch("default", "default-ice2", "t4g.small", "t4g.medium")
+	e.claimWhen("default-ice2", 60*time.Second, hasInstance, "launched")
+	assert.Equal(t, before+1, e.createFleetCalls(), "the second claim launched in one call: the exhausted pool was not offered again")
 }
 
 // A claim no offering has capacity for fails for good: it is deleted, so its pods are scheduled
@@ -444,8 +478,7 @@ func TestInsufficientCapacityFallsThroughAndIsRemembered(t *testing.T) {
 func TestInsufficientCapacityEverywhereFailsTheClaimWithAnEvent(t *testing.T) {
 	e := start(t)
 	require.NoError(t, e.emu.SetCapacity(e.ctx, awsemu.CapacityRule{Pool: awsemu.Pool{InstanceType: "t4g.nano"}, Capacity: 0}))
-	intent := e.claim("default-noroom1", "t4g.nano")
-	e.publish(intent, intent.NodeClaimName)
+	e.launch("default", "default-noroom1", "t4g.nano")
 	require.Eventually(t, func() bool { return e.nodeClaim("default-noroom1") == nil }, 60*time.Second, 100*time.Millisecond,
 		"the claim nothing can launch is deleted")
 	require.Eventually(t, func() bool { return e.eventReasons("NodeClaim", "default-noroom1")["InsufficientCapacityError"] },
@@ -460,17 +493,10 @@ func TestLaunchFromAWSNodeTemplate(t *testing.T) {
 		"  subnetSelector:\n    karpenter.sh/discovery: demo-cluster\n  securityGroupSelector:\n    karpenter.sh/discovery: demo-cluster\n"
 	e.apply(tmpl)
 
-	intent := e.claimOf("legacy", "default-legacy1", "m5.large")
-	e.publish(intent, intent.NodeClaimName)
-	require.Eventually(t, func() bool {
-		nc := e.nodeClaim("default-legacy1")
-		return nc != nil && nc.IsTrue(karpv1.ConditionTypeRegistered)
-	}, 90*time.Second, 100*time.Millisecond, "launched from the translated template and registered")
-	nc := e.nodeClaim("default-legacy1")
-	insts := e.instancesFor("default-legacy1")
-	require.Len(t, insts, 1)
-	var node corev1.Node
-	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: nc.Status.NodeName}, &node))
+	e.launch("legacy", "default-legacy1", "m5.large")
+	nc := e.claimWhen("default-legacy1", 90*time.Second, isRegistered, "launched from the translated template and registered")
+	require.Len(t, e.instancesFor("default-legacy1"), 1)
+	node := e.node(nc)
 	assert.Equal(t, "a", node.Labels["team"])
 	assert.Equal(t, "m5.large", node.Labels[karpv1.LabelInstanceType])
 }
@@ -480,19 +506,10 @@ func TestLaunchFromAWSNodeTemplate(t *testing.T) {
 // something else or retrying.
 func TestInvalidNodeClassFailsTheClaimWithItsReason(t *testing.T) {
 	e := start(t)
-	class := "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: broken\nspec:\n  amiFamily: Bottlerocket\n" +
-		"  userData: |\n    [settings.kubernetes\n" +
-		"  role: KarpenterNodeRole-demo-cluster\n  amiSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
-		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
-		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n"
-	e.apply(class)
+	e.apply(nodeClassManifest("broken", "  amiFamily: Bottlerocket\n  userData: |\n    [settings.kubernetes\n"+demoRole+discoveredAMIs))
 
-	intent := e.claimOf("broken", "default-broken1", "m5.large")
-	e.publish(intent, intent.NodeClaimName)
-	r := e.nextResult()
-	assert.Equal(t, launchv1.LaunchOutcome_LAUNCH_OUTCOME_FAILED, r.Outcome)
-	assert.Equal(t, "NodeClassInvalid", r.ErrorCode)
-	assert.Contains(t, r.ErrorMessage, "parsing the node class's Bottlerocket user data as TOML")
+	e.launch("broken", "default-broken1", "m5.large")
+	r := e.nextFailure("NodeClassInvalid", "parsing the node class's Bottlerocket user data as TOML")
 	assert.Equal(t, int32(1), r.Attempt, "not retried: the class must change")
 	require.Eventually(t, func() bool { return e.nodeClaim("default-broken1") == nil }, 30*time.Second, 100*time.Millisecond,
 		"the claim is deleted so its pods are scheduled again")
@@ -523,20 +540,13 @@ func TestStatusOfClassesAndPools(t *testing.T) {
 	e := start(t)
 	pool := "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata:\n  name: orphaned\nspec:\n  template:\n    spec:\n" +
 		"      nodeClassRef:\n        group: karpenter.k8s.aws\n        kind: EC2NodeClass\n        name: missing\n      requirements: []\n"
-	path := e.apply(pool)
-	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", path) })
+	e.applyUntilEnd(pool)
 
-	intent := e.claim("default-status1", "t4g.small")
-	e.publish(intent, intent.NodeClaimName)
-	condition := func(conds []metav1.Condition, kind string) *metav1.Condition {
-		return meta.FindStatusCondition(conds, kind)
-	}
-	var class ec2v1.EC2NodeClass
+	e.launch("default", "default-status1", "t4g.small")
+	var class *ec2v1.EC2NodeClass
 	require.Eventually(t, func() bool {
-		if e.kube.Get(e.ctx, client.ObjectKey{Name: "default"}, &class) != nil {
-			return false
-		}
-		r := condition(class.Status.Conditions, "Ready")
+		nc, r := e.class("default", ec2v1.ConditionTypeReady)
+		class = nc
 		return r != nil && r.Status == metav1.ConditionTrue
 	}, 30*time.Second, 100*time.Millisecond, "the default class is Ready")
 	assert.NotEmpty(t, class.Status.Subnets)
@@ -553,7 +563,7 @@ func TestStatusOfClassesAndPools(t *testing.T) {
 		if e.kube.Get(e.ctx, client.ObjectKey{Name: "default"}, &np) != nil {
 			return false
 		}
-		r := condition(np.Status.Conditions, "Ready")
+		r := meta.FindStatusCondition(np.Status.Conditions, "Ready")
 		n := np.Status.Resources[corev1.ResourceName("nodes")]
 		return r != nil && r.Status == metav1.ConditionTrue && n.Value() == 1
 	}, 60*time.Second, 100*time.Millisecond, "the default pool is Ready with its one node")
@@ -564,10 +574,10 @@ func TestStatusOfClassesAndPools(t *testing.T) {
 		if e.kube.Get(e.ctx, client.ObjectKey{Name: "orphaned"}, &np) != nil {
 			return false
 		}
-		r := condition(np.Status.Conditions, "Ready")
+		r := meta.FindStatusCondition(np.Status.Conditions, "Ready")
 		return r != nil && r.Status == metav1.ConditionFalse && r.Reason == "NodeClassNotFound"
 	}, 30*time.Second, 100*time.Millisecond, "a pool on a missing class is not Ready, and says why")
-	assert.Contains(t, condition(np.Status.Conditions, "Ready").Message, `"missing"`)
+	assert.Contains(t, meta.FindStatusCondition(np.Status.Conditions, "Ready").Message, `"missing"`)
 }
 
 // apply writes the manifest to a file and applies it, returning the file for a later delete.
@@ -580,6 +590,14 @@ func (e *env) apply(manifest string) string {
 	return path
 }
 
+// applyUntilEnd is apply, with what it made deleted again when the test ends.
+func (e *env) applyUntilEnd(manifest string) string {
+	e.t.Helper()
+	path := e.apply(manifest)
+	e.t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(e.t), "delete", "--ignore-not-found", "-f", path) })
+	return path
+}
+
 // Claims of one configuration share one launch template: a claim's own tags go on its
 // instances, not the template, so launches never exhaust the account's template quota.
 func TestClaimsOfOneConfigurationShareALaunchTemplate(t *testing.T) {
@@ -589,19 +607,14 @@ func TestClaimsOfOneConfigurationShareALaunchTemplate(t *testing.T) {
 		names = append(names, fmt.Sprintf("default-shared%d", i))
 	}
 	for _, name := range names {
-		intent := e.claim(name, "t4g.small")
-		e.publish(intent, intent.NodeClaimName)
+		e.launch("default", name, "t4g.small")
 	}
 	for _, name := range names {
 		require.Eventually(t, func() bool { return len(e.instancesFor(name)) == 1 }, 60*time.Second, 100*time.Millisecond, name)
 	}
 	templates := map[string]bool{}
 	for _, name := range names {
-		for _, tag := range e.instancesFor(name)[0].Tags {
-			if tag.Key == "aws:ec2launchtemplate:id" {
-				templates[tag.Value] = true
-			}
-		}
+		templates[e.templateID(name)] = true
 	}
 	assert.Len(t, templates, 1, "one template for a hundred claims of one pool, class and AMI")
 	lts, err := e.emu.LaunchTemplates(e.ctx)
@@ -613,35 +626,20 @@ func TestClaimsOfOneConfigurationShareALaunchTemplate(t *testing.T) {
 // that remain stay.
 func TestLaunchTemplatesOfDeletedClassesAreDeleted(t *testing.T) {
 	e := start(t, "--template-gc-interval", "200ms")
-	class := "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: doomed\nspec:\n  amiFamily: AL2023\n" +
-		"  amiSelectorTerms:\n  - alias: al2023@latest\n  role: KarpenterNodeRole-demo-cluster\n" +
-		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
-		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n"
-	path := e.apply(class)
-	template := func(claim string) string {
-		for _, tag := range e.instancesFor(claim)[0].Tags {
-			if tag.Key == "aws:ec2launchtemplate:id" {
-				return tag.Value
-			}
-		}
-		return ""
-	}
+	path := e.apply(classManifest("doomed", demoRole))
 	for _, c := range []struct{ class, claim string }{{"doomed", "default-doomed1"}, {"default", "default-kept1"}} {
-		intent := e.claimOf(c.class, c.claim, "t4g.small")
-		e.publish(intent, intent.NodeClaimName)
+		e.launch(c.class, c.claim, "t4g.small")
 		require.Eventually(t, func() bool { return len(e.instancesFor(c.claim)) == 1 }, 60*time.Second, 100*time.Millisecond, c.claim)
 	}
-	doomed, kept := template("default-doomed1"), template("default-kept1")
+	doomed, kept := e.templateID("default-doomed1"), e.templateID("default-kept1")
 	require.NotEqual(t, doomed, kept)
-	cfg, err := awsconfig.LoadDefaultConfig(e.ctx)
-	require.NoError(t, err)
-	api := ec2.NewFromConfig(cfg)
+	api := ec2.NewFromConfig(e.awsConfig())
 	exists := func(id string) bool {
 		out, err := api.DescribeLaunchTemplates(e.ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{id}})
 		return err == nil && len(out.LaunchTemplates) == 1
 	}
 	require.True(t, exists(doomed))
-	_, err = e2e.Kubectl(e2e.Cluster(t), "delete", "-f", path)
+	_, err := e2e.Kubectl(e2e.Cluster(t), "delete", "-f", path)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return !exists(doomed) }, 30*time.Second, 100*time.Millisecond, "the deleted class's template is deleted")
 	assert.True(t, exists(kept), "the template of a class that remains stays")
@@ -652,40 +650,18 @@ func TestLaunchTemplatesOfDeletedClassesAreDeleted(t *testing.T) {
 // make; a change of volumes makes a new template.
 func TestNodeClassKubeletAndVolumesReachTheTemplateAndNode(t *testing.T) {
 	e := start(t)
-	class := "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: volumes\nspec:\n  amiFamily: AL2023\n" +
-		"  amiSelectorTerms:\n  - alias: al2023@latest\n  role: KarpenterNodeRole-demo-cluster\n" +
-		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
-		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
-		"  kubelet:\n    maxPods: 10\n    kubeReserved:\n      memory: 1Gi\n" +
-		"  blockDeviceMappings:\n  - deviceName: /dev/xvda\n    rootVolume: true\n    ebs:\n      volumeSize: 120Gi\n      volumeType: gp3\n" +
-		"      iops: 4000\n      throughput: 250\n      encrypted: true\n      deleteOnTermination: true\n"
-	e.apply(class)
-	intent := e.claimOf("volumes", "default-volumes1", "t4g.small")
-	e.publish(intent, intent.NodeClaimName)
-	require.Eventually(t, func() bool {
-		nc := e.nodeClaim("default-volumes1")
-		return nc != nil && nc.IsTrue(karpv1.ConditionTypeRegistered)
-	}, 90*time.Second, 100*time.Millisecond, "the NodeClaim is launched and registered")
-
-	var lt *awsemu.LaunchTemplateInfo
-	templates, err := e.emu.LaunchTemplates(e.ctx)
-	require.NoError(t, err)
-	for _, tag := range e.instancesFor("default-volumes1")[0].Tags {
-		for i := range templates {
-			if tag.Key == "aws:ec2launchtemplate:id" && templates[i].ID == tag.Value {
-				lt = &templates[i]
-			}
-		}
-	}
-	require.NotNil(t, lt, "the instance's template is recorded")
+	e.apply(classManifest("volumes", demoRole+"  kubelet:\n    maxPods: 10\n    kubeReserved:\n      memory: 1Gi\n"+
+		"  blockDeviceMappings:\n  - deviceName: /dev/xvda\n    rootVolume: true\n    ebs:\n      volumeSize: 120Gi\n      volumeType: gp3\n"+
+		"      iops: 4000\n      throughput: 250\n      encrypted: true\n      deleteOnTermination: true\n"))
+	e.launch("volumes", "default-volumes1", "t4g.small")
+	nc := e.claimWhen("default-volumes1", 90*time.Second, isRegistered, "launched and registered")
+	lt := e.template("default-volumes1")
 	assert.Equal(t, []awsemu.BlockDevice{{DeviceName: "/dev/xvda", VolumeSizeGiB: 120, VolumeType: "gp3", IOPS: 4000, Throughput: 250,
 		Encrypted: ptrTo(true), DeleteOnTermination: ptrTo(true)}}, lt.BlockDevices)
 	assert.Contains(t, lt.UserData, "maxPods: 10")
 	assert.Contains(t, lt.UserData, "kubeReserved:\n        memory: 1Gi")
 
-	nc := e.nodeClaim("default-volumes1")
-	var node corev1.Node
-	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: nc.Status.NodeName}, &node))
+	node := e.node(nc)
 	assert.Equal(t, int64(10), node.Status.Allocatable.Pods().Value(), "the node registers maxPods")
 	assert.Equal(t, "120Gi", node.Status.Capacity.StorageEphemeral().String(), "on the class's root volume")
 	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods, corev1.ResourceEphemeralStorage} {
@@ -693,38 +669,44 @@ func TestNodeClassKubeletAndVolumesReachTheTemplateAndNode(t *testing.T) {
 	}
 
 	// A default class gets its family's 20Gi root, on another template.
-	intent = e.claim("default-volumes2", "t4g.small")
-	e.publish(intent, intent.NodeClaimName)
+	e.launch("default", "default-volumes2", "t4g.small")
 	require.Eventually(t, func() bool { return len(e.instancesFor("default-volumes2")) == 1 }, 60*time.Second, 100*time.Millisecond)
-	templates, err = e.emu.LaunchTemplates(e.ctx)
-	require.NoError(t, err)
-	found := false
-	for _, tmpl := range templates {
-		if tmpl.ID != lt.ID && len(tmpl.BlockDevices) == 1 && tmpl.BlockDevices[0].VolumeSizeGiB == 20 && tmpl.BlockDevices[0].DeviceName == "/dev/xvda" {
-			found = true
-		}
-	}
-	assert.True(t, found, "the default class's template has the family's 20Gi /dev/xvda: %+v", templates)
+	tmpl := e.template("default-volumes2")
+	assert.NotEqual(t, lt.ID, tmpl.ID)
+	require.Len(t, tmpl.BlockDevices, 1, "the default class's template has the family's root volume")
+	assert.Equal(t, "/dev/xvda", tmpl.BlockDevices[0].DeviceName)
+	assert.Equal(t, int32(20), tmpl.BlockDevices[0].VolumeSizeGiB, "the family's 20Gi")
 }
 
 func ptrTo[T any](v T) *T { return &v }
 
-// classManifest is an EC2NodeClass on the discovery-tagged subnets and groups, with extra spec
-// lines (two-space indented).
-func classManifest(name, extra string) string {
-	return "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: " + name + "\nspec:\n  amiFamily: AL2023\n" +
-		"  amiSelectorTerms:\n  - alias: al2023@latest\n" +
+// Lines of an EC2NodeClass's spec (two-space indented): the demo cluster's node role, and AMIs
+// found by the cluster's discovery tag.
+const (
+	demoRole       = "  role: KarpenterNodeRole-demo-cluster\n"
+	discoveredAMIs = "  amiSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n"
+)
+
+// nodeClassManifest is an EC2NodeClass on the discovery-tagged subnets and groups, with the
+// other spec lines.
+func nodeClassManifest(name, spec string) string {
+	return "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: " + name + "\nspec:\n" + spec +
 		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
-		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" + extra
+		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n"
 }
 
-// classCondition reads one condition of a class, nil if the class or condition is not there.
-func (e *env) classCondition(name, kind string) *metav1.Condition {
-	var class ec2v1.EC2NodeClass
-	if e.kube.Get(e.ctx, client.ObjectKey{Name: name}, &class) != nil {
-		return nil
+// classManifest is the nodeClassManifest of an al2023@latest class, with extra spec lines.
+func classManifest(name, extra string) string {
+	return nodeClassManifest(name, "  amiFamily: AL2023\n  amiSelectorTerms:\n  - alias: al2023@latest\n"+extra)
+}
+
+// class reads an EC2NodeClass and one of its conditions (nil if it has none yet).
+func (e *env) class(name, condition string) (*ec2v1.EC2NodeClass, *metav1.Condition) {
+	var nc ec2v1.EC2NodeClass
+	if e.kube.Get(e.ctx, client.ObjectKey{Name: name}, &nc) != nil {
+		return nil, nil
 	}
-	return meta.FindStatusCondition(class.Status.Conditions, kind)
+	return &nc, meta.FindStatusCondition(nc.Status.Conditions, condition)
 }
 
 func (e *env) profile(name string) *awsemu.InstanceProfileInfo {
@@ -744,12 +726,10 @@ func (e *env) profile(name string) *awsemu.InstanceProfileInfo {
 // launch; and the profile is deleted with the class.
 func TestRoleInstanceProfileAndLaunchFields(t *testing.T) {
 	e := start(t, "--template-gc-interval", "200ms")
-	path := e.apply(classManifest("tuned", "  role: KarpenterNodeRole-demo-cluster\n  associatePublicIPAddress: true\n  detailedMonitoring: true\n"+
+	path := e.applyUntilEnd(classManifest("tuned", demoRole+"  associatePublicIPAddress: true\n  detailedMonitoring: true\n"+
 		"  context: reserved-ctx\n  tags:\n    team: a\n  metadataOptions:\n    httpPutResponseHopLimit: 2\n    httpTokens: optional\n"))
-	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", path) })
 
-	intent := e.claimOf("tuned", "default-tuned1", "t4g.small")
-	e.publish(intent, intent.NodeClaimName)
+	e.launch("tuned", "default-tuned1", "t4g.small")
 	require.Eventually(t, func() bool { return len(e.instancesFor("default-tuned1")) == 1 }, 60*time.Second, 100*time.Millisecond, "launched")
 	inst := e.instancesFor("default-tuned1")[0]
 	assert.Regexp(t, `^demo-cluster_[0-9]+$`, inst.InstanceProfile, "Karpenter's name: <cluster>_<hash of region and class>")
@@ -765,17 +745,7 @@ func TestRoleInstanceProfileAndLaunchFields(t *testing.T) {
 	assert.Equal(t, map[string]string{"kubernetes.io/cluster/demo-cluster": "owned", "karpenter.k8s.aws/ec2nodeclass": "tuned", "eks:eks-cluster-name": "demo-cluster",
 		"topology.kubernetes.io/region": "us-east-1", "team": "a"}, tags)
 
-	var ltID string
-	for _, tag := range inst.Tags {
-		if tag.Key == "aws:ec2launchtemplate:id" {
-			ltID = tag.Value
-		}
-	}
-	lts, err := e.emu.LaunchTemplates(e.ctx)
-	require.NoError(t, err)
-	i := slices.IndexFunc(lts, func(lt awsemu.LaunchTemplateInfo) bool { return lt.ID == ltID })
-	require.GreaterOrEqual(t, i, 0, "the instance's template")
-	lt := lts[i]
+	lt := e.template("default-tuned1")
 	assert.Equal(t, inst.InstanceProfile, lt.InstanceProfile)
 	assert.Equal(t, awsemu.MetadataOptions{HTTPEndpoint: "enabled", HTTPProtocolIPv6: "disabled", HTTPPutResponseHopLimit: 2, HTTPTokens: "optional"}, lt.MetadataOptions,
 		"the class's settings, the CRD's defaults for the rest")
@@ -787,15 +757,13 @@ func TestRoleInstanceProfileAndLaunchFields(t *testing.T) {
 	assert.True(t, lt.Monitoring)
 
 	require.Eventually(t, func() bool {
-		c := e.classCondition("tuned", ec2v1.ConditionTypeInstanceProfileReady)
-		var class ec2v1.EC2NodeClass
-		return c != nil && c.Status == metav1.ConditionTrue && e.kube.Get(e.ctx, client.ObjectKey{Name: "tuned"}, &class) == nil &&
-			class.Status.InstanceProfile == inst.InstanceProfile
+		class, c := e.class("tuned", ec2v1.ConditionTypeInstanceProfileReady)
+		return c != nil && c.Status == metav1.ConditionTrue && class.Status.InstanceProfile == inst.InstanceProfile
 	}, 30*time.Second, 100*time.Millisecond, "the class's status names its profile")
 
 	// Another role: the profile holds it instead.
 	iamAPI := iam.NewFromConfig(e.awsConfig())
-	_, err = iamAPI.CreateRole(e.ctx, &iam.CreateRoleInput{RoleName: aws.String("OtherNodeRole"), AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17"}`)})
+	_, err := iamAPI.CreateRole(e.ctx, &iam.CreateRoleInput{RoleName: aws.String("OtherNodeRole"), AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17"}`)})
 	require.NoError(t, err)
 	e.apply(classManifest("tuned", "  role: OtherNodeRole\n"))
 	require.Eventually(t, func() bool { p := e.profile(inst.InstanceProfile); return p != nil && p.Role == "OtherNodeRole" }, 30*time.Second, 100*time.Millisecond,
@@ -806,8 +774,8 @@ func TestRoleInstanceProfileAndLaunchFields(t *testing.T) {
 	require.Eventually(t, func() bool { return e.profile(inst.InstanceProfile) == nil }, 30*time.Second, 100*time.Millisecond, "the deleted class's profile is deleted")
 	assert.NotNil(t, e.profile("KarpenterNodeInstanceProfile-demo-cluster"), "profiles it did not make stay")
 	require.Eventually(t, func() bool {
-		var class ec2v1.EC2NodeClass
-		return e.kube.Get(e.ctx, client.ObjectKey{Name: "default"}, &class) == nil && class.Status.InstanceProfile != "" && e.profile(class.Status.InstanceProfile) != nil
+		class, _ := e.class("default", "")
+		return class != nil && class.Status.InstanceProfile != "" && e.profile(class.Status.InstanceProfile) != nil
 	}, 30*time.Second, 100*time.Millisecond, "the profile of the class that remains stays")
 }
 
@@ -815,37 +783,31 @@ func TestRoleInstanceProfileAndLaunchFields(t *testing.T) {
 // reason and nothing is launched, not even a launch template.
 func TestMissingRoleMakesTheClassNotReady(t *testing.T) {
 	e := start(t)
-	path := e.apply(classManifest("norole", "  role: NoSuchRole\n"))
-	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", path) })
+	e.applyUntilEnd(classManifest("norole", "  role: NoSuchRole\n"))
 
+	var c *metav1.Condition
 	require.Eventually(t, func() bool {
-		c := e.classCondition("norole", ec2v1.ConditionTypeInstanceProfileReady)
+		_, c = e.class("norole", ec2v1.ConditionTypeInstanceProfileReady)
 		return c != nil && c.Status == metav1.ConditionFalse
 	}, 30*time.Second, 100*time.Millisecond, "InstanceProfileReady is False")
-	c := e.classCondition("norole", ec2v1.ConditionTypeInstanceProfileReady)
 	assert.Equal(t, "NotFound", c.Reason)
 	assert.Contains(t, c.Message, "role NoSuchRole does not exist")
 	assert.Contains(t, c.Message, "NoSuchEntity: The role with name NoSuchRole cannot be found.", "IAM's error")
-	ready := e.classCondition("norole", ec2v1.ConditionTypeReady)
+	_, ready := e.class("norole", ec2v1.ConditionTypeReady)
 	require.NotNil(t, ready)
 	assert.Equal(t, metav1.ConditionFalse, ready.Status)
 	assert.Contains(t, ready.Message, "InstanceProfileReady")
 
 	// An instance profile given by name is used as it is, once it is known to exist.
-	given := e.apply(classManifest("noprofile", "  instanceProfile: NoSuchProfile\n"))
-	t.Cleanup(func() { _, _ = e2e.Kubectl(e2e.Cluster(t), "delete", "--ignore-not-found", "-f", given) })
+	e.applyUntilEnd(classManifest("noprofile", "  instanceProfile: NoSuchProfile\n"))
 	require.Eventually(t, func() bool {
-		c := e.classCondition("noprofile", ec2v1.ConditionTypeInstanceProfileReady)
+		_, c = e.class("noprofile", ec2v1.ConditionTypeInstanceProfileReady)
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == "NotFound"
 	}, 30*time.Second, 100*time.Millisecond, "a given profile that does not exist")
-	assert.Contains(t, e.classCondition("noprofile", ec2v1.ConditionTypeInstanceProfileReady).Message, "instance profile NoSuchProfile does not exist")
+	assert.Contains(t, c.Message, "instance profile NoSuchProfile does not exist")
 
-	intent := e.claimOf("norole", "default-norole1", "t4g.small")
-	e.publish(intent, intent.NodeClaimName)
-	r := e.nextResult()
-	assert.Equal(t, launchv1.LaunchOutcome_LAUNCH_OUTCOME_FAILED, r.Outcome)
-	assert.Equal(t, "NodeClassInvalid", r.ErrorCode)
-	assert.Contains(t, r.ErrorMessage, "role NoSuchRole does not exist")
+	e.launch("norole", "default-norole1", "t4g.small")
+	e.nextFailure("NodeClassInvalid", "role NoSuchRole does not exist")
 	assert.Empty(t, e.instancesFor("default-norole1"), "nothing was launched")
 	lts, err := e.emu.LaunchTemplates(e.ctx)
 	require.NoError(t, err)
@@ -868,32 +830,12 @@ func (e *env) awsConfig() aws.Config {
 func TestCustomFamilyUserDataAsItIsAndTaintsSyncedAtRegistration(t *testing.T) {
 	e := start(t)
 	script := "#!/bin/bash\n/opt/bootstrap --cluster demo-cluster\n"
-	e.apply("apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass\nmetadata:\n  name: custom\nspec:\n  amiFamily: Custom\n" +
-		"  role: KarpenterNodeRole-demo-cluster\n  amiSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
-		"  subnetSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
-		"  securityGroupSelectorTerms:\n  - tags:\n      karpenter.sh/discovery: demo-cluster\n" +
-		"  userData: |\n    #!/bin/bash\n    /opt/bootstrap --cluster demo-cluster\n")
-	intent := e.claimOf("custom", "default-custom1", "m5.large")
-	e.publish(intent, intent.NodeClaimName)
-	var nc *karpv1.NodeClaim
-	require.Eventually(t, func() bool {
-		nc = e.nodeClaim("default-custom1")
-		return nc != nil && nc.IsTrue(karpv1.ConditionTypeRegistered)
-	}, 90*time.Second, 100*time.Millisecond, "the claim is launched and registered")
-
-	lts, err := e.emu.LaunchTemplates(e.ctx)
-	require.NoError(t, err)
-	var ud []string
-	for _, tag := range e.instancesFor("default-custom1")[0].Tags {
-		for _, lt := range lts {
-			if tag.Key == "aws:ec2launchtemplate:id" && lt.ID == tag.Value {
-				ud = append(ud, lt.UserData)
-			}
-		}
-	}
-	assert.Equal(t, []string{script}, ud, "the class's user data, nothing added")
-	var node corev1.Node
-	require.NoError(t, e.kube.Get(e.ctx, client.ObjectKey{Name: nc.Status.NodeName}, &node))
+	e.apply(nodeClassManifest("custom", "  amiFamily: Custom\n"+demoRole+discoveredAMIs+
+		"  userData: |\n    #!/bin/bash\n    /opt/bootstrap --cluster demo-cluster\n"))
+	e.launch("custom", "default-custom1", "m5.large")
+	nc := e.claimWhen("default-custom1", 90*time.Second, isRegistered, "launched and registered")
+	assert.Equal(t, script, e.template("default-custom1").UserData, "the class's user data, nothing added")
+	node := e.node(nc)
 	assert.Equal(t, "a", node.Labels["team"], "the claim's labels")
 	assert.Contains(t, node.Spec.Taints, corev1.Taint{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule},
 		"the claim's startup taint, though no user data asked the kubelet for it")
@@ -934,19 +876,11 @@ func TestFailedFirstCatalogIsRetriedSoon(t *testing.T) {
 		require.NoError(t, emu.SetThrottle(awsemu.Throttle{Service: "ec2", Actions: []string{"DescribeInstanceTypes"}, Share: 1}))
 	}, "--catalog-refresh", "1h")
 	require.Eventually(t, func() bool {
-		calls, err := e.emu.Calls(e.ctx)
-		require.NoError(t, err)
-		throttled := 0
-		for _, c := range calls {
-			if c.Action == "DescribeInstanceTypes" && c.Throttled {
-				throttled++
-			}
-		}
+		throttled := e.countCalls(func(c awsemu.Call) bool { return c.Action == "DescribeInstanceTypes" && c.Throttled })
 		return throttled >= 3 // the SDK's attempts for one call: the first refresh has failed
 	}, 60*time.Second, 50*time.Millisecond, "the first refresh fails on throttling")
 	require.NoError(t, e.emu.Throttle(e.ctx, awsemu.Throttle{}))
-	intent := e.claim("default-catalog1", "t4g.small")
-	e.publish(intent, intent.NodeClaimName)
+	e.launch("default", "default-catalog1", "t4g.small")
 	require.Eventually(t, func() bool { return len(e.instancesFor("default-catalog1")) == 1 }, 30*time.Second, 100*time.Millisecond,
 		"launched once the catalog is out")
 }

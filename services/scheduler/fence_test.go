@@ -16,10 +16,8 @@ import (
 // When the deposed leader's requests could flow again, it writes nothing more: no nomination,
 // no second claim; the pods keep the new leader's plan.
 func TestDeposedLeaderWritesNothingAfterItsLeaseExpires(t *testing.T) {
-	e := newEnv(t, "sched-fence")
-	e.apply("deploy/examples/v1/default.yaml")
-	proxy := newAPIProxy(e)
-	e.start("old", "--kubeconfig", proxy.kubeconfig)
+	e := newEnv(t, "sched-fence", v1Example)
+	proxy := e.startProxied("old")
 	e.standby("new")
 
 	pods := e.pendingPods("split", 4, "1500m") // two to a t4g.xlarge at most: two claims or more
@@ -32,19 +30,9 @@ func TestDeposedLeaderWritesNothingAfterItsLeaseExpires(t *testing.T) {
 	renewals := proxy.add(0, leaseWrites)
 	require.Eventually(t, func() bool { return strings.Contains(e.logs.String(), `"batch":"takeover-new-`) }, time.Minute, 50*time.Millisecond,
 		"the standby takes the lease over")
-	require.Eventually(t, func() bool {
-		for _, p := range e.refresh(pods) {
-			if e.nominatedTo(p) == "" {
-				return false
-			}
-		}
-		return true
-	}, time.Minute, 50*time.Millisecond, "the new leader nominates every pod")
+	require.Eventually(t, func() bool { return e.allNominated(pods) }, time.Minute, 50*time.Millisecond, "the new leader nominates every pod")
 	deposed := time.Now()
-	planned := map[string]string{}
-	for _, p := range e.refresh(pods) {
-		planned[p.Name] = e.nominatedTo(p)
-	}
+	planned := e.nominations(pods)
 	claims := len(e.nodeClaims())
 
 	creates.off()    // the old leader's held requests may flow now; its renewals stay blocked
@@ -53,9 +41,7 @@ func TestDeposedLeaderWritesNothingAfterItsLeaseExpires(t *testing.T) {
 	late := proxy.writesSince(deposed, regexp.MustCompile(`^/api/v1/namespaces/[^/]+/pods/|^/apis/karpenter\.sh/`))
 	assert.Empty(t, late, "the deposed leader writes no pod or NodeClaim once the new leader has taken over")
 	assert.Len(t, e.nodeClaims(), claims, "no second set of claims")
-	for _, p := range e.refresh(pods) {
-		assert.Equal(t, planned[p.Name], e.nominatedTo(p), "pod %s keeps the new leader's nomination", p.Name)
-	}
+	assert.Equal(t, planned, e.nominations(pods), "the pods keep the new leader's nominations")
 	assert.Contains(t, e.logs.String(), "not writing: this replica's hold on the scheduler lease is gone or stale")
 	renewals.off()
 }

@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -62,14 +63,21 @@ type env struct {
 	dyn     dynamic.Interface
 	conn    *bus.Conn
 	ns      string
-	logs    *syncBuffer
+	logs    stderrLog
 	natsURL string
 }
 
-// newEnv starts NATS, publishes the catalog, makes the test's namespace and runs the
-// scheduler. Cluster-scoped objects the test creates are its own to clean up.
-func newEnv(t *testing.T, ns string) *env {
-	c := clusterWithCRDs(t)
+// The repository's example manifests: a NodePool and EC2NodeClass named default, in v1 and in
+// v1alpha5 (Provisioner and AWSNodeTemplate).
+const (
+	v1Example       = "deploy/examples/v1/default.yaml"
+	v1alpha5Example = "deploy/examples/v1alpha5/default.yaml"
+)
+
+// newEnv starts NATS, publishes the catalog, makes the test's namespace and applies the
+// manifests of the repository. Cluster-scoped objects the test creates are its own to clean up.
+func newEnv(t *testing.T, ns string, manifests ...string) *env {
+	c := e2e.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
 	kube, err := c.Client()
@@ -103,6 +111,10 @@ func newEnv(t *testing.T, ns string) *env {
 		}, time.Minute, 100*time.Millisecond, "namespace %s empties", ns)
 	})
 	e.publishCatalog()
+	for _, m := range manifests {
+		_, err := e2e.Kubectl(e.c, "apply", "-f", filepath.Join(e2e.Root(t), m))
+		require.NoError(t, err)
+	}
 	return e
 }
 
@@ -119,7 +131,7 @@ func (e *env) standby(identity string, extra ...string) (stop func()) {
 }
 
 func (e *env) run(identity string, leads bool, extra ...string) (stop func()) {
-	first := e.logs == nil
+	first := e.logs == ""
 	if first {
 		e.logs = captureStderr(e.t)
 	}
@@ -208,32 +220,6 @@ func (e *env) publishCatalog() {
 	require.NoError(e.t, err)
 }
 
-var crdsOnce sync.Once
-
-// clusterWithCRDs is the shared control plane with deploy/crds applied file by file (the
-// directory also holds a kustomization, which plain `kubectl apply -f dir` rejects).
-func clusterWithCRDs(t *testing.T) *localcluster.Cluster {
-	c := clustertest.Get(t)
-	var err error
-	crdsOnce.Do(func() {
-		files, _ := filepath.Glob(filepath.Join(e2e.Root(t), "deploy", "crds", "*_*.yaml"))
-		for _, f := range files {
-			if _, err = e2e.Kubectl(c, "apply", "--server-side", "-f", f); err != nil {
-				return
-			}
-		}
-		_, err = e2e.Kubectl(c, "wait", "--for", "condition=Established", "--timeout", "60s", "crd", "--all")
-	})
-	require.NoError(t, err, "installing CRDs")
-	return c
-}
-
-// apply applies a manifest from the repository.
-func (e *env) apply(path string) {
-	_, err := e2e.Kubectl(e.c, "apply", "-f", filepath.Join(e2e.Root(e.t), path))
-	require.NoError(e.t, err)
-}
-
 // pendingPods creates a deployment of n pause pods and waits until kube-scheduler has marked
 // them all unschedulable.
 func (e *env) pendingPods(name string, n int32, cpu string, mutate ...func(*corev1.PodSpec)) []*corev1.Pod {
@@ -271,32 +257,55 @@ func (e *env) pendingPods(name string, n int32, cpu string, mutate ...func(*core
 }
 
 // publishBatch publishes the pods as one PendingPodBatch, as pod-watcher would.
-func (e *env) publishBatch(id string, pods []*corev1.Pod) time.Time {
+func (e *env) publishBatch(id string, pods []*corev1.Pod) {
 	b := &podsv1.PendingPodBatch{BatchId: id, WatcherId: "test"}
 	for _, p := range pods {
 		b.Pods = append(b.Pods, podproj.Project(p, nil))
 	}
-	sent := time.Now()
 	require.NoError(e.t, e.conn.Publish(e.ctx, e.conn.Prefix().Of(subject.PodsPending), b, id))
-	return sent
 }
 
-// intents follows <prefix>.launch.intents with the test's own consumer.
-func (e *env) intents() jetstream.Consumer {
+// nextIntent waits for the next LaunchIntent on <prefix>.launch.intents (the test's own
+// consumer, which starts at the stream's first) and returns it with its Nats-Msg-Id.
+func (e *env) nextIntent() (*launchv1.LaunchIntent, string) {
 	cons, err := e.conn.EnsureConsumer(e.ctx, bus.ConsumerSpec{Durable: "test-intents", Subject: e.conn.Prefix().Of(subject.LaunchIntents)})
 	require.NoError(e.t, err)
-	return cons
-}
-
-// nextIntent waits for the next LaunchIntent and returns it with its Nats-Msg-Id.
-func (e *env) nextIntent(cons jetstream.Consumer) (*launchv1.LaunchIntent, string, time.Time) {
 	msg, err := cons.Next(jetstream.FetchMaxWait(time.Minute))
 	require.NoError(e.t, err, "a launch intent is published")
-	got := time.Now()
 	require.NoError(e.t, msg.Ack())
 	var in launchv1.LaunchIntent
 	require.NoError(e.t, proto.Unmarshal(msg.Data(), &in))
-	return &in, msg.Headers().Get("Nats-Msg-Id"), got
+	return &in, msg.Headers().Get("Nats-Msg-Id")
+}
+
+// nextIntentOf waits for the next LaunchIntent and checks it is the claim's: its dedup id the
+// claim's name, its uid the claim's.
+func (e *env) nextIntentOf(nc karpv1.NodeClaim) *launchv1.LaunchIntent {
+	e.t.Helper()
+	intent, msgID := e.nextIntent()
+	assert.Equal(e.t, nc.Name, msgID)
+	assert.Equal(e.t, string(nc.UID), intent.GetNodeClaimUid())
+	return intent
+}
+
+// schedule publishes the pods as one batch and returns the next launch intent, with its
+// Nats-Msg-Id; it logs how long the intent took to come.
+func (e *env) schedule(batch string, pods []*corev1.Pod) (*launchv1.LaunchIntent, string) {
+	sent := time.Now()
+	e.publishBatch(batch, pods)
+	intent, msgID := e.nextIntent()
+	e.t.Logf("batch %s published → launch intent received: %v", batch, time.Since(sent))
+	return intent, msgID
+}
+
+// refused publishes the pods as the first batch and checks that it makes no NodeClaim and
+// that every pod is told why in a FailedScheduling event.
+func (e *env) refused(batch string, pods []*corev1.Pod, why string) {
+	e.t.Helper()
+	e.publishBatch(batch, pods)
+	e.batchesDone(1)
+	e.eventsSay(pods, reasonFailedScheduling, why)
+	assert.Empty(e.t, e.nodeClaims())
 }
 
 // batchesDone waits until the scheduler's consumer has acked n batches.
@@ -341,6 +350,28 @@ func (e *env) nodeClaims() []karpv1.NodeClaim {
 	return out
 }
 
+// patch merge-patches the named object.
+func (e *env) patch(gvr schema.GroupVersionResource, name, patch string) {
+	e.t.Helper()
+	_, err := e.dyn.Resource(gvr).Patch(e.ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+	require.NoError(e.t, err)
+}
+
+// edit reads the named object, lets change edit it, and writes it back: its status if status.
+func (e *env) edit(gvr schema.GroupVersionResource, name string, status bool, change func(*unstructured.Unstructured)) {
+	e.t.Helper()
+	res := e.dyn.Resource(gvr)
+	u, err := res.Get(e.ctx, name, metav1.GetOptions{})
+	require.NoError(e.t, err)
+	change(u)
+	if status {
+		_, err = res.UpdateStatus(e.ctx, u, metav1.UpdateOptions{})
+	} else {
+		_, err = res.Update(e.ctx, u, metav1.UpdateOptions{})
+	}
+	require.NoError(e.t, err)
+}
+
 // nominationOf reads the pod's latest nomination as the NodeClaims record it (zero if none).
 func (e *env) nominationOf(p *corev1.Pod) podproj.PodNomination {
 	e.t.Helper()
@@ -356,6 +387,42 @@ func (e *env) nominationOf(p *corev1.Pod) podproj.PodNomination {
 
 // nominatedTo names the NodeClaim the pod was last nominated to ("" if none).
 func (e *env) nominatedTo(p *corev1.Pod) string { return e.nominationOf(p).Claim }
+
+// nominations maps the name of each pod, read again, to the NodeClaim it was last nominated to
+// ("" if none).
+func (e *env) nominations(pods []*corev1.Pod) map[string]string {
+	e.t.Helper()
+	out := map[string]string{}
+	for _, p := range e.refresh(pods) {
+		out[p.Name] = e.nominatedTo(p)
+	}
+	return out
+}
+
+// allNominated reports whether every pod is nominated to a NodeClaim.
+func (e *env) allNominated(pods []*corev1.Pod) bool {
+	return !slices.Contains(slices.Collect(maps.Values(e.nominations(pods))), "")
+}
+
+// assertNominatedTo checks that every pod was last nominated to the claim.
+func (e *env) assertNominatedTo(pods []*corev1.Pod, claim, why string) {
+	e.t.Helper()
+	for pod, got := range e.nominations(pods) {
+		assert.Equal(e.t, claim, got, "pod %s: %s", pod, why)
+	}
+}
+
+// onlyClaim is the one NodeClaim there is; the test fails if there are none or more.
+func (e *env) onlyClaim(msgAndArgs ...any) karpv1.NodeClaim {
+	e.t.Helper()
+	claims := e.nodeClaims()
+	names := make([]string, 0, len(claims))
+	for _, c := range claims {
+		names = append(names, c.Name)
+	}
+	require.Len(e.t, names, 1, msgAndArgs...)
+	return claims[0]
+}
 
 // podEvents returns the messages of the pod's events with the reason.
 func (e *env) podEvents(pod *corev1.Pod, reason string) []string {
@@ -383,41 +450,25 @@ func (e *env) eventsSay(pods []*corev1.Pod, reason, want string) {
 	}
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// stderrLog is the file that what the process writes to stderr (the services' log) goes to.
+type stderrLog string
+
+// String is what has been written so far.
+func (l stderrLog) String() string {
+	b, _ := os.ReadFile(string(l))
+	return string(b)
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// captureStderr sends what the process writes to stderr (the services' log) into a buffer
-// until the test ends. Tests in this package run one at a time.
-func captureStderr(t *testing.T) *syncBuffer {
-	buf := &syncBuffer{}
-	orig := os.Stderr
-	r, w, err := os.Pipe()
+// captureStderr sends what the process writes to stderr into a file until the test ends. Tests
+// in this package run one at a time.
+func captureStderr(t *testing.T) stderrLog {
+	f, err := os.Create(filepath.Join(t.TempDir(), "stderr.log"))
 	require.NoError(t, err)
-	os.Stderr = w
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		_, _ = io.Copy(buf, r)
-	}()
+	orig := os.Stderr
+	os.Stderr = f
 	t.Cleanup(func() {
 		os.Stderr = orig
-		_ = w.Close()
-		<-copied
+		_ = f.Close()
 	})
-	return buf
+	return stderrLog(f.Name())
 }

@@ -16,15 +16,11 @@ import (
 // Every NodeClaim records the hash of the NodePool it was made from and of its EC2NodeClass,
 // with their versions, as Karpenter's do: what drift detection compares with later.
 func TestClaimsRecordPoolAndClassHashes(t *testing.T) {
-	e := newEnv(t, "sched-hash")
-	e.apply("deploy/examples/v1/default.yaml")
+	e := newEnv(t, "sched-hash", v1Example)
 	e.start("hash")
-	intents := e.intents()
-	e.publishBatch("hash-1", e.pendingPods("inflate", 2, "500m"))
-	e.nextIntent(intents)
+	e.schedule("hash-1", e.pendingPods("inflate", 2, "500m"))
 
-	claims := e.nodeClaims()
-	require.Len(t, claims, 1)
+	nc := e.onlyClaim()
 	var pool karpv1.NodePool
 	u, err := e.dyn.Resource(clusterstate.NodePools).Get(e.ctx, "default", metav1.GetOptions{})
 	require.NoError(t, err)
@@ -34,7 +30,7 @@ func TestClaimsRecordPoolAndClassHashes(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &class))
 
-	got := claims[0].Annotations
+	got := nc.Annotations
 	require.NotEmpty(t, pool.Hash())
 	assert.Equal(t, pool.Hash(), got[karpv1.NodePoolHashAnnotationKey])
 	assert.Equal(t, karpv1.NodePoolHashVersion, got[karpv1.NodePoolHashVersionAnnotationKey])

@@ -27,8 +27,7 @@ import (
 //	                          pods must not be planned onto the room promised to them
 //	inflight-claim (launched, no node): "waiting" pod nominated to it is left alone
 func TestNominationsEndAndHoldRoom(t *testing.T) {
-	e := newEnv(t, "sched-nominations")
-	e.apply("deploy/examples/v1/default.yaml")
+	e := newEnv(t, "sched-nominations", v1Example)
 	stale := e.pendingPods("stale", 2, "1")
 	held := e.pendingPods("held", 2, "1")
 	waiting := e.pendingPods("waiting", 1, "1")
@@ -59,12 +58,8 @@ func TestNominationsEndAndHoldRoom(t *testing.T) {
 			"pod %s is nominated to a new claim (%s), not to the full node or the room promised on the roomy one", p.Name, e.nominatedTo(p))
 	}
 	e.eventsSay(stale, reasonFailedScheduling, "Scheduling pod again: nominated to nodeclaim/full-claim")
-	for _, p := range e.refresh(held) {
-		assert.Equal(t, "roomy-claim", e.nominatedTo(p), "a live nomination is left alone")
-	}
-	for _, p := range e.refresh(waiting) {
-		assert.Equal(t, "inflight-claim", e.nominatedTo(p), "a live nomination is left alone")
-	}
+	e.assertNominatedTo(held, "roomy-claim", "a live nomination is left alone")
+	e.assertNominatedTo(waiting, "inflight-claim", "a live nomination is left alone")
 	for _, m := range e.podEvents(held[0], reasonFailedScheduling) {
 		assert.NotContains(t, m, "Scheduling pod again", "a pod whose nomination holds is not told it ended")
 	}
@@ -104,8 +99,7 @@ func (e *env) nominateTo(pods []*corev1.Pod, claim string, at time.Time) {
 	for _, p := range pods {
 		noms = append(noms, podproj.PodNomination{UID: string(p.UID), Pod: p.Namespace + "/" + p.Name, At: at})
 	}
-	_, err := e.dyn.Resource(clusterstate.NodeClaims).Patch(e.ctx, claim, types.MergePatchType, podproj.NominationPatch(noms), metav1.PatchOptions{})
-	require.NoError(e.t, err)
+	e.patch(clusterstate.NodeClaims, claim, string(podproj.NominationPatch(noms)))
 }
 
 // refresh reads the pods again.
@@ -125,8 +119,7 @@ func (e *env) refresh(pods []*corev1.Pod) []*corev1.Pod {
 // the grace, says why on the claim, and a new nomination to another claim takes over; the
 // record of a pod that is bound is removed.
 func TestNominationsANodeCannotHonourEnd(t *testing.T) {
-	e := newEnv(t, "sched-overflow")
-	e.apply("deploy/examples/v1/default.yaml")
+	e := newEnv(t, "sched-overflow", v1Example)
 	held := e.pendingPods("held", 2, "1")
 	now := time.Now().UTC().Truncate(time.Second)
 	e.readyClaim("crowded-claim", "crowded-node", "2", now)

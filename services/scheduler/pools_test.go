@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
@@ -30,11 +29,7 @@ import (
 func TestNoNodePoolTellsThePods(t *testing.T) {
 	e := newEnv(t, "sched-nopool")
 	e.start("nopool")
-	pods := e.pendingPods("inflate", 2, "1")
-	e.publishBatch("nopool-1", pods)
-	e.batchesDone(1)
-	e.eventsSay(pods, reasonFailedScheduling, "no NodePool exists")
-	assert.Empty(t, e.nodeClaims())
+	e.refused("nopool-1", e.pendingPods("inflate", 2, "1"), "no NodePool exists")
 	assert.Zero(t, e.launchIntentCount())
 	assert.Contains(t, e.logs.String(), "no NodePool exists")
 }
@@ -42,63 +37,33 @@ func TestNoNodePoolTellsThePods(t *testing.T) {
 // A pool whose taint the pods do not tolerate: the event names the taint.
 func TestUntoleratedTaintIsNamed(t *testing.T) {
 	e := newEnv(t, "sched-taint")
-	e.createNodePool(karpv1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "tainted"},
-		Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
-			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
-			Taints:       []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}},
-			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: scheduling.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
-		}}},
-	})
+	e.createNodePool("tainted", "default", corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule})
 	e.start("taint")
-	pods := e.pendingPods("inflate", 1, "1")
-	e.publishBatch("taint-1", pods)
-	e.batchesDone(1)
-	e.eventsSay(pods, reasonFailedScheduling, "dedicated=gpu:NoSchedule")
-	assert.Empty(t, e.nodeClaims())
+	e.refused("taint-1", e.pendingPods("inflate", 1, "1"), "dedicated=gpu:NoSchedule")
 }
 
 // A pool whose node class the launcher found not Ready is not used, and the pods are told why.
 func TestPoolWithUnreadyClassIsNotUsed(t *testing.T) {
 	e := newEnv(t, "sched-unready")
-	e.createNodePool(karpv1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "unready"},
-		Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
-			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "missing"},
-			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: scheduling.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
-		}}},
+	e.createNodePool("unready", "missing")
+	e.edit(clusterstate.NodePools, "unready", true, func(u *unstructured.Unstructured) {
+		cond := map[string]any{"type": karpv1.ConditionTypeNodeClassReady, "status": "False", "reason": "NodeClassNotFound",
+			"message": `no EC2NodeClass named "missing"`, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
+		require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{cond}, "status", "conditions"))
 	})
-	res := e.dyn.Resource(clusterstate.NodePools)
-	u, err := res.Get(e.ctx, "unready", metav1.GetOptions{})
-	require.NoError(t, err)
-	cond := map[string]any{"type": karpv1.ConditionTypeNodeClassReady, "status": "False", "reason": "NodeClassNotFound",
-		"message": `no EC2NodeClass named "missing"`, "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}
-	require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{cond}, "status", "conditions"))
-	_, err = res.UpdateStatus(e.ctx, u, metav1.UpdateOptions{})
-	require.NoError(t, err)
-
 	e.start("unready")
-	pods := e.pendingPods("inflate", 1, "1")
-	e.publishBatch("unready-1", pods)
-	e.batchesDone(1)
-	e.eventsSay(pods, reasonFailedScheduling, `nodepool unready is not ready: no EC2NodeClass named "missing"`)
-	assert.Empty(t, e.nodeClaims())
+	e.refused("unready-1", e.pendingPods("inflate", 1, "1"), `nodepool unready is not ready: no EC2NodeClass named "missing"`)
 }
 
 // The v1alpha5 example (Provisioner + AWSNodeTemplate) schedules as its v1 translation: a
 // claim labelled with the provisioner's name, spot only, with Karpenter's default types.
 func TestProvisionerClaimIsLabelledForIt(t *testing.T) {
-	e := newEnv(t, "sched-v1alpha5")
-	e.apply("deploy/examples/v1alpha5/default.yaml")
+	e := newEnv(t, "sched-v1alpha5", v1alpha5Example)
 	e.start("v1alpha5")
-	intents := e.intents()
 	pods := e.pendingPods("inflate", 3, "1")
-	e.publishBatch("legacy-1", pods)
-	intent, msgID, _ := e.nextIntent(intents)
+	intent, msgID := e.schedule("legacy-1", pods)
 
-	claims := e.nodeClaims()
-	require.Len(t, claims, 1)
-	nc := claims[0]
+	nc := e.onlyClaim()
 	assert.Equal(t, "default", nc.Labels[scheduling.LabelProvisionerName])
 	assert.NotContains(t, nc.Labels, scheduling.LabelNodePool, "v1alpha5 nodes carry no nodepool label")
 	assert.Equal(t, "default", intent.GetNodePoolName(), "the pool is named after the provisioner")
@@ -125,22 +90,16 @@ func TestProvisionerClaimIsLabelledForIt(t *testing.T) {
 // Offerings the launcher reports unavailable are left out of the next claim: one published
 // before the scheduler started (replayed) and one published while it runs.
 func TestUnavailableOfferingsAreAvoided(t *testing.T) {
-	e := newEnv(t, "sched-ice")
-	e.apply("deploy/examples/v1/default.yaml")
+	e := newEnv(t, "sched-ice", v1Example)
 	e.publishUnavailable("t4g.medium", "us-east-1a", commonv1.CapacityType_CAPACITY_TYPE_SPOT)
 	e.start("ice")
 	e.publishUnavailable("t4g.medium", "us-east-1a", commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND)
 	require.Eventually(t, func() bool {
 		return strings.Count(e.logs.String(), "avoiding unavailable offering") == 2
 	}, time.Minute, 50*time.Millisecond, "both unavailable offerings are seen")
-	intents := e.intents()
-	pods := e.pendingPods("inflate", 5, "300m")
-	e.publishBatch("ice-1", pods)
-	intent, _, _ := e.nextIntent(intents)
+	intent, _ := e.schedule("ice-1", e.pendingPods("inflate", 5, "300m"))
 
-	claims := e.nodeClaims()
-	require.Len(t, claims, 1)
-	types := requirementsOf(claims[0])[scheduling.LabelInstanceType]
+	types := requirementsOf(e.onlyClaim())[scheduling.LabelInstanceType]
 	require.NotEmpty(t, types)
 	assert.NotContains(t, types, "t4g.medium", "both offerings of the cheapest type are unavailable")
 	assert.Equal(t, "t4g.large", types[0], "the next cheapest that fits")
@@ -157,8 +116,17 @@ func (e *env) publishUnavailable(instanceType, zone string, ct commonv1.Capacity
 	require.NoError(e.t, e.conn.Publish(e.ctx, e.conn.Prefix().Of(subject.OfferingsUnavailable), msg, ""))
 }
 
-func (e *env) createNodePool(np karpv1.NodePool) {
-	np.TypeMeta = metav1.TypeMeta{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodePool"}
+// createNodePool creates an on-demand NodePool of the EC2NodeClass, with the taints.
+func (e *env) createNodePool(name, class string, taints ...corev1.Taint) {
+	np := karpv1.NodePool{
+		TypeMeta:   metav1.TypeMeta{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodePool"},
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: karpv1.NodePoolSpec{Template: karpv1.NodeClaimTemplate{Spec: karpv1.NodeClaimTemplateSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: class},
+			Taints:       taints,
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: scheduling.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}}},
+		}}},
+	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&np)
 	require.NoError(e.t, err)
 	_, err = e.dyn.Resource(clusterstate.NodePools).Create(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
@@ -167,8 +135,7 @@ func (e *env) createNodePool(np karpv1.NodePool) {
 
 // A DaemonSet's pod lands on every new node: its requests are part of the claim's.
 func TestDaemonSetOverheadIsCounted(t *testing.T) {
-	e := newEnv(t, "sched-daemonset")
-	e.apply("deploy/examples/v1/default.yaml")
+	e := newEnv(t, "sched-daemonset", v1Example)
 	labels := map[string]string{"app": "agent"}
 	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: e.ns}, Spec: appsv1.DaemonSetSpec{
 		Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -178,10 +145,7 @@ func TestDaemonSetOverheadIsCounted(t *testing.T) {
 	_, err := e.kube.AppsV1().DaemonSets(e.ns).Create(e.ctx, ds, metav1.CreateOptions{})
 	require.NoError(t, err)
 	e.start("daemonset")
-	intents := e.intents()
-	pods := e.pendingPods("inflate", 5, "300m")
-	e.publishBatch("ds-1", pods)
-	intent, _, _ := e.nextIntent(intents)
+	intent, _ := e.schedule("ds-1", e.pendingPods("inflate", 5, "300m"))
 	assert.Equal(t, int64(1625), intent.GetResources().GetQuantities()["cpu"], "five pods and the agent")
 	assert.Equal(t, int64(6), intent.GetResources().GetQuantities()["pods"])
 	assert.Contains(t, e.logs.String(), `launching nodeclaim with 5 pods requesting {\"cpu\":\"1625m\",\"pods\":\"6\"}`)
@@ -190,18 +154,13 @@ func TestDaemonSetOverheadIsCounted(t *testing.T) {
 // A pool whose EC2NodeClass caps pods at 10 never plans 11 on one node, though one t4g node
 // would hold them otherwise; the intents carry the cap for the launcher.
 func TestNodeClassMaxPodsLimitsPacking(t *testing.T) {
-	e := newEnv(t, "sched-maxpods")
-	e.apply("deploy/examples/v1/default.yaml")
-	_, err := e.dyn.Resource(clusterstate.NodeClasses).Patch(e.ctx, "default", types.MergePatchType,
-		[]byte(`{"spec":{"kubelet":{"maxPods":10}}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
+	e := newEnv(t, "sched-maxpods", v1Example)
+	e.patch(clusterstate.NodeClasses, "default", `{"spec":{"kubelet":{"maxPods":10}}}`)
 	e.start("maxpods")
-	intents := e.intents()
-	pods := e.pendingPods("inflate", 11, "10m")
-	e.publishBatch("maxpods-1", pods)
+	first, _ := e.schedule("maxpods-1", e.pendingPods("inflate", 11, "10m"))
+	second, _ := e.nextIntent()
 	total := 0
-	for range 2 {
-		intent, _, _ := e.nextIntent(intents)
+	for _, intent := range []*launchv1.LaunchIntent{first, second} {
 		// DaemonSet pods (other tests' may linger) count towards maxPods too.
 		n := intent.GetResources().GetQuantities()["pods"]
 		assert.LessOrEqual(t, n, int64(10), "no node planned with more than maxPods")
@@ -214,50 +173,33 @@ func TestNodeClassMaxPodsLimitsPacking(t *testing.T) {
 
 // Kubelet settings no kubelet would take leave the pool out, and the pods are told why.
 func TestNodeClassBadKubeletSettingsAreRefused(t *testing.T) {
-	e := newEnv(t, "sched-badkubelet")
-	e.apply("deploy/examples/v1/default.yaml")
-	_, err := e.dyn.Resource(clusterstate.NodeClasses).Patch(e.ctx, "default", types.MergePatchType,
-		[]byte(`{"spec":{"kubelet":{"kubeReserved":{"memory":"lots"}}}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
+	e := newEnv(t, "sched-badkubelet", v1Example)
+	e.patch(clusterstate.NodeClasses, "default", `{"spec":{"kubelet":{"kubeReserved":{"memory":"lots"}}}}`)
 	e.start("badkubelet")
-	pods := e.pendingPods("inflate", 1, "10m")
-	e.publishBatch("badkubelet-1", pods)
-	e.batchesDone(1)
-	e.eventsSay(pods, reasonFailedScheduling, `kubelet kubeReserved["memory"]: "lots" is not a non-negative quantity`)
-	assert.Empty(t, e.nodeClaims())
+	e.refused("badkubelet-1", e.pendingPods("inflate", 1, "10m"), `kubelet kubeReserved["memory"]: "lots" is not a non-negative quantity`)
 }
 
 // A node class whose subnets the launcher resolved to one zone offers its pool's capacity in
 // that zone only: nothing can launch where it has no subnet.
 func TestOfferingsOnlyWhereTheNodeClassHasSubnets(t *testing.T) {
-	e := newEnv(t, "sched-subnets")
-	e.apply("deploy/examples/v1/default.yaml")
-	res := e.dyn.Resource(clusterstate.NodeClasses)
-	u, err := res.Get(e.ctx, "default", metav1.GetOptions{})
-	require.NoError(t, err)
-	require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"id": "subnet-b", "zone": "us-east-1b"}}, "status", "subnets"))
-	_, err = res.UpdateStatus(e.ctx, u, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	e := newEnv(t, "sched-subnets", v1Example)
+	e.edit(clusterstate.NodeClasses, "default", true, func(u *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{map[string]any{"id": "subnet-b", "zone": "us-east-1b"}}, "status", "subnets"))
+	})
 	// The example pool keeps to us-east-1a; this one may use any zone.
-	pools := e.dyn.Resource(clusterstate.NodePools)
-	np, err := pools.Get(e.ctx, "default", metav1.GetOptions{})
-	require.NoError(t, err)
-	reqs, _, _ := unstructured.NestedSlice(np.Object, "spec", "template", "spec", "requirements")
-	var anyZone []any
-	for _, r := range reqs {
-		if r.(map[string]any)["key"] != scheduling.LabelZone {
-			anyZone = append(anyZone, r)
+	e.edit(clusterstate.NodePools, "default", false, func(np *unstructured.Unstructured) {
+		reqs, _, _ := unstructured.NestedSlice(np.Object, "spec", "template", "spec", "requirements")
+		var anyZone []any
+		for _, r := range reqs {
+			if r.(map[string]any)["key"] != scheduling.LabelZone {
+				anyZone = append(anyZone, r)
+			}
 		}
-	}
-	require.NoError(t, unstructured.SetNestedSlice(np.Object, anyZone, "spec", "template", "spec", "requirements"))
-	_, err = pools.Update(e.ctx, np, metav1.UpdateOptions{})
-	require.NoError(t, err)
+		require.NoError(t, unstructured.SetNestedSlice(np.Object, anyZone, "spec", "template", "spec", "requirements"))
+	})
 
 	e.start("subnets")
-	intents := e.intents()
-	pods := e.pendingPods("inflate", 2, "1")
-	e.publishBatch("subnets-1", pods)
-	intent, _, _ := e.nextIntent(intents)
+	intent, _ := e.schedule("subnets-1", e.pendingPods("inflate", 2, "1"))
 	claims := e.nodeClaims()
 	require.NotEmpty(t, claims)
 	for _, c := range claims {
@@ -273,14 +215,10 @@ func TestOfferingsOnlyWhereTheNodeClassHasSubnets(t *testing.T) {
 // A pool's limits.nodes caps how many nodes it has: pods that each need a node of their own get
 // one claim under a limit of one, and the rest are told which limit holds them.
 func TestNodeLimitCapsTheClaims(t *testing.T) {
-	e := newEnv(t, "sched-node-limit")
-	e.apply("deploy/examples/v1/default.yaml")
-	pools := e.dyn.Resource(clusterstate.NodePools)
-	np, err := pools.Get(e.ctx, "default", metav1.GetOptions{})
-	require.NoError(t, err)
-	require.NoError(t, unstructured.SetNestedStringMap(np.Object, map[string]string{"nodes": "1"}, "spec", "limits"))
-	_, err = pools.Update(e.ctx, np, metav1.UpdateOptions{})
-	require.NoError(t, err)
+	e := newEnv(t, "sched-node-limit", v1Example)
+	e.edit(clusterstate.NodePools, "default", false, func(np *unstructured.Unstructured) {
+		require.NoError(t, unstructured.SetNestedStringMap(np.Object, map[string]string{"nodes": "1"}, "spec", "limits"))
+	})
 
 	e.start("node-limit")
 	pods := e.pendingPods("apart", 3, "500m", func(s *corev1.PodSpec) {

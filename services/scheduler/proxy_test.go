@@ -60,6 +60,14 @@ func (r *rule) off() {
 	r.once.Do(func() { close(r.release) })
 }
 
+// startProxied is start with the replica's API requests going through a new apiProxy, which it
+// returns.
+func (e *env) startProxied(identity string, extra ...string) *apiProxy {
+	proxy := newAPIProxy(e)
+	e.start(identity, append([]string{"--kubeconfig", proxy.kubeconfig}, extra...)...)
+	return proxy
+}
+
 func newAPIProxy(e *env) *apiProxy {
 	cfg, err := clientcmd.BuildConfigFromFlags("", e.c.Kubeconfig)
 	require.NoError(e.t, err)

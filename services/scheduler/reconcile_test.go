@@ -30,17 +30,10 @@ import (
 // A NodeClaim written before a crash, whose intent never went out, gets its intent from the
 // reconcile loop; a launched one does not, and repeats are deduplicated on the claim's name.
 func TestReconcileRepublishesUnlaunchedClaims(t *testing.T) {
-	e := newEnv(t, "sched-reconcile")
-	e.apply("deploy/examples/v1/default.yaml")
-	orphan := e.createClaim("default-orphan", false)
-	e.createClaim("default-launched", true)
-	admin := e2e.FreeAddr(t)
-	e.start("reconcile", "--admin-addr", admin)
-	intents := e.intents()
-
-	intent, msgID, _ := e.nextIntent(intents)
-	assert.Equal(t, orphan.Name, msgID)
-	assert.Equal(t, string(orphan.UID), intent.GetNodeClaimUid())
+	e := newEnv(t, "sched-reconcile", v1Example)
+	orphan := e.leftByDeadLeader("default-orphan")
+	admin := e.startMetered("reconcile")
+	intent := e.nextIntentOf(orphan)
 	require.Len(t, intent.GetInstanceTypes(), 1)
 	assert.Equal(t, "t4g.medium", intent.GetInstanceTypes()[0].GetName())
 	require.Len(t, intent.GetInstanceTypes()[0].GetOfferings(), 1, "only the claim's zone and capacity type")
@@ -49,9 +42,16 @@ func TestReconcileRepublishesUnlaunchedClaims(t *testing.T) {
 	assert.Equal(t, commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND, o.GetCapacityType())
 
 	// Several passes later: still one intent in the stream, none for the launched claim.
-	require.Eventually(t, func() bool { return reconciled(t, admin) >= 3 }, time.Minute, 100*time.Millisecond,
+	require.Eventually(t, func() bool { return published(t, admin, "reconcile") >= 3 }, time.Minute, 100*time.Millisecond,
 		"the reconcile loop publishes on every pass")
 	assert.Equal(t, uint64(1), e.launchIntentCount())
+}
+
+// leftByDeadLeader writes two claims of the default pool as a leader that died left them: one
+// launched, and the named one, whose intent never went out, which it returns.
+func (e *env) leftByDeadLeader(name string) karpv1.NodeClaim {
+	e.createClaim("default-launched", true)
+	return e.createClaim(name, false)
 }
 
 // createClaim writes a NodeClaim of the default pool, as the scheduler would have, optionally
@@ -87,60 +87,44 @@ func (e *env) createClaim(name string, launched bool) karpv1.NodeClaim {
 // updateClaimStatus reads the NodeClaim, lets change edit it, and writes its status back.
 func (e *env) updateClaimStatus(name string, change func(*karpv1.NodeClaim)) {
 	e.t.Helper()
-	u, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, name, metav1.GetOptions{})
-	require.NoError(e.t, err)
-	var nc karpv1.NodeClaim
-	require.NoError(e.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc))
-	change(&nc)
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&nc)
-	require.NoError(e.t, err)
-	_, err = e.dyn.Resource(clusterstate.NodeClaims).UpdateStatus(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.UpdateOptions{})
-	require.NoError(e.t, err)
-}
-
-var reconcileIntents = regexp.MustCompile(`fleetwright_scheduler_launch_intents_total\{source="reconcile"\} (\d+)`)
-
-// reconciled reads how many intents the reconcile loop has published, from /metrics.
-func reconciled(t *testing.T, admin string) int {
-	resp, err := http.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return 0
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	m := reconcileIntents.FindSubmatch(b)
-	if m == nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(string(m[1]))
-	return n
+	e.edit(clusterstate.NodeClaims, name, true, func(u *unstructured.Unstructured) {
+		var nc karpv1.NodeClaim
+		require.NoError(e.t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc))
+		change(&nc)
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&nc)
+		require.NoError(e.t, err)
+		u.Object = obj
+	})
 }
 
 // A NodeClaim the previous leader created moments before it died, before publishing its
 // intent (the fault matrix's scheduler.before-publish): the new leader publishes the intent at
 // takeover, not a reconcile interval later (10 minutes here), with the pods nominated to it.
 func TestTakeoverPublishesIntentsOfInheritedClaims(t *testing.T) {
-	e := newEnv(t, "sched-inherit")
-	e.apply("deploy/examples/v1/default.yaml")
-	young := e.createClaim("default-young", false)
-	e.createClaim("default-launched", true)
-	admin := e2e.FreeAddr(t)
-	e.start("inherit", "--admin-addr", admin, "--reconcile-interval", "10m")
-	intents := e.intents()
-
-	intent, msgID, _ := e.nextIntent(intents)
-	assert.Equal(t, young.Name, msgID)
-	assert.Equal(t, string(young.UID), intent.GetNodeClaimUid())
+	e := newEnv(t, "sched-inherit", v1Example)
+	young := e.leftByDeadLeader("default-young")
+	admin := e.startMetered("inherit", "--reconcile-interval", "10m")
+	e.nextIntentOf(young)
 	assert.Equal(t, 1, published(t, admin, "takeover"), "published at takeover")
 	assert.Equal(t, 0, published(t, admin, "reconcile"), "not by the reconcile loop: the claim is younger than its interval")
 	assert.Equal(t, uint64(1), e.launchIntentCount(), "none for the launched claim")
 }
 
-// published reads how many intents the scheduler has published from source, from /metrics.
+// startMetered is start with an admin address of the test's choosing, which it returns: the
+// replica's /metrics are there.
+func (e *env) startMetered(identity string, extra ...string) (admin string) {
+	admin = e2e.FreeAddr(e.t)
+	e.start(identity, append([]string{"--admin-addr", admin}, extra...)...)
+	return admin
+}
+
+// published reads how many intents the scheduler has published from source, from /metrics at
+// admin (-1 while nothing answers there).
 func published(t *testing.T, admin, source string) int {
 	resp, err := http.Get("http://" + admin + "/metrics")
-	require.NoError(t, err)
+	if err != nil {
+		return -1
+	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
@@ -158,10 +142,8 @@ func published(t *testing.T, admin, source string) int {
 // exists, its retry counts it as capacity in flight and nominates its pods to it, and nothing
 // else would publish it before the reconcile loop (10 minutes here).
 func TestFailedBatchPublishesTheIntentsOfItsClaims(t *testing.T) {
-	e := newEnv(t, "sched-failedbatch")
-	e.apply("deploy/examples/v1/default.yaml")
-	admin := e2e.FreeAddr(t)
-	e.start("failedbatch", "--admin-addr", admin, "--reconcile-interval", "10m")
+	e := newEnv(t, "sched-failedbatch", v1Example)
+	admin := e.startMetered("failedbatch", "--reconcile-interval", "10m")
 	pods := e.pendingPods("refused", 2, "500m")
 	policy := filepath.Join(t.TempDir(), "policy.yaml")
 	require.NoError(t, os.WriteFile(policy, []byte(fmt.Sprintf(`apiVersion: admissionregistration.k8s.io/v1
@@ -193,10 +175,8 @@ spec:
 		_, err := e.kube.CoreV1().Pods(e.ns).Patch(e.ctx, pods[1].Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"probe":"x"}}}`), metav1.PatchOptions{})
 		return err != nil
 	}, 30*time.Second, 200*time.Millisecond, "the policy refuses updates of %s", pods[1].Name)
-	intents := e.intents()
 
-	e.publishBatch("failing", pods)
-	intent, msgID, _ := e.nextIntent(intents)
+	intent, msgID := e.schedule("failing", pods)
 	claims := e.nodeClaims()
 	require.NotEmpty(t, claims)
 	assert.Equal(t, claims[0].Name, msgID, "the intent is the claim's")
@@ -208,19 +188,14 @@ spec:
 // was lost when the API server restarted mid-request: the batch's retry finds it in flight and
 // places its pods on it, and publishes its intent then, not a reconcile interval later.
 func TestPodsPlacedOnAClaimNotWrittenHerePublishItsIntent(t *testing.T) {
-	e := newEnv(t, "sched-adopted")
-	e.apply("deploy/examples/v1/default.yaml")
-	admin := e2e.FreeAddr(t)
-	e.start("adopted", "--admin-addr", admin, "--reconcile-interval", "10m")
-	intents := e.intents()
+	e := newEnv(t, "sched-adopted", v1Example)
+	admin := e.startMetered("adopted", "--reconcile-interval", "10m")
 	lost := e.createClaim("default-lost-answer", false) // a t4g.medium requesting 1 CPU: room for one more
 	pods := e.pendingPods("waiting", 1, "500m")
 	time.Sleep(time.Second) // the scheduler's cache sees the claim (milliseconds)
 	e.publishBatch("retry", pods)
 
-	intent, msgID, _ := e.nextIntent(intents)
-	assert.Equal(t, lost.Name, msgID)
-	assert.Equal(t, string(lost.UID), intent.GetNodeClaimUid())
+	e.nextIntentOf(lost)
 	assert.Equal(t, 1, published(t, admin, "adopted"))
 	assert.Len(t, e.nodeClaims(), 1, "the pod went to the claim in flight, no new one was made")
 }

@@ -22,12 +22,9 @@ import (
 // create recorded their nominations) and publishes the claim's intent, which nothing had. The pods ask for two instance types, so the claim offers both and the in-flight claim
 // does not look like a node they can go to: only its name, the batch's and plan's, finds it.
 func TestRedeliveredBatchMakesNoSecondSetOfClaims(t *testing.T) {
-	e := newEnv(t, "sched-redeliver")
-	e.apply("deploy/examples/v1/default.yaml")
-	proxy := newAPIProxy(e)
+	e := newEnv(t, "sched-redeliver", v1Example)
 	// No reconcile pass in the test's time: the redelivery publishes the claim's intent.
-	e.start("redeliver", "--kubeconfig", proxy.kubeconfig, "--reconcile-interval", "1h")
-	intents := e.intents()
+	proxy := e.startProxied("redeliver", "--reconcile-interval", "1h")
 
 	pods := e.pendingPods("twotypes", 2, "300m", func(s *corev1.PodSpec) {
 		s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
@@ -40,20 +37,13 @@ func TestRedeliveredBatchMakesNoSecondSetOfClaims(t *testing.T) {
 	require.Eventually(t, func() bool { return lost.hits.Load() > 0 }, time.Minute, 20*time.Millisecond,
 		"the first delivery creates its claim, and does not hear so")
 	lost.off()
-	in, msgID, _ := e.nextIntent(intents)
+	in, msgID := e.nextIntent()
 	e.batchesDone(1)
-	claims := e.nodeClaims()
-	names := make([]string, 0, len(claims))
-	for _, c := range claims {
-		names = append(names, c.Name)
-	}
-	require.Len(t, claims, 1, "the redelivered batch makes no second claim: %v", names)
-	assert.Regexp(t, `^default-[a-z2-7]{10}$`, claims[0].Name, "named after the batch and plan, as <pool>-<hash>")
-	assert.Equal(t, "batch-twice", claims[0].Annotations[batchAnnotation])
-	for _, p := range e.refresh(pods) {
-		assert.Equal(t, claims[0].Name, e.nominatedTo(p), "pod %s nominated to the one claim", p.Name)
-	}
-	assert.Equal(t, claims[0].Name, msgID, "the redelivery finds the pods waiting on a claim no batch published, and publishes it")
+	nc := e.onlyClaim("the redelivered batch makes no second claim")
+	assert.Regexp(t, `^default-[a-z2-7]{10}$`, nc.Name, "named after the batch and plan, as <pool>-<hash>")
+	assert.Equal(t, "batch-twice", nc.Annotations[batchAnnotation])
+	e.assertNominatedTo(pods, nc.Name, "nominated to the one claim")
+	assert.Equal(t, nc.Name, msgID, "the redelivery finds the pods waiting on a claim no batch published, and publishes it")
 	assert.Len(t, in.GetPods(), 2)
 }
 
@@ -62,10 +52,8 @@ func TestRedeliveredBatchMakesNoSecondSetOfClaims(t *testing.T) {
 // scheduler's consumer meanwhile (as a new leader's would be) gets nothing, and the batch is
 // delivered once and makes one set of claims.
 func TestBatchOutlivingAckWaitIsHandledOnce(t *testing.T) {
-	e := newEnv(t, "sched-slow")
-	e.apply("deploy/examples/v1/default.yaml")
-	proxy := newAPIProxy(e)
-	e.start("slow", "--kubeconfig", proxy.kubeconfig)
+	e := newEnv(t, "sched-slow", v1Example)
+	proxy := e.startProxied("slow")
 
 	pods := e.pendingPods("slow", 3, "300m")
 	hold := proxy.add(0, claimCreates)

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
@@ -21,19 +20,12 @@ import (
 // LaunchIntent goes out with the claim's name as its dedup id and its types cheapest first.
 // The same batch delivered again changes nothing.
 func TestBatchBecomesOneNodeClaimAndOneIntent(t *testing.T) {
-	e := newEnv(t, "sched-basic")
-	e.apply("deploy/examples/v1/default.yaml")
+	e := newEnv(t, "sched-basic", v1Example)
 	e.start("basic")
-	intents := e.intents()
-
 	pods := e.pendingPods("inflate", 5, "300m")
-	sent := e.publishBatch("batch-1", pods)
-	intent, msgID, got := e.nextIntent(intents)
-	t.Logf("batch published → launch intent received: %v", got.Sub(sent))
+	intent, msgID := e.schedule("batch-1", pods)
 
-	claims := e.nodeClaims()
-	require.Len(t, claims, 1, "one node fits all five pods")
-	nc := claims[0]
+	nc := e.onlyClaim("one node fits all five pods")
 	assert.True(t, strings.HasPrefix(nc.Name, "default-"), "named <pool>-<hash>: %s", nc.Name)
 	assert.Equal(t, "default", nc.Labels[karpv1.NodePoolLabelKey])
 	require.Len(t, nc.OwnerReferences, 1)
@@ -87,11 +79,7 @@ func TestBatchBecomesOneNodeClaimAndOneIntent(t *testing.T) {
 		"modelled spot is below on-demand")
 
 	// Each pod is nominated to the claim and told so.
-	for _, p := range pods {
-		got, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, p.Name, metav1.GetOptions{})
-		require.NoError(t, err)
-		assert.Equal(t, nc.Name, e.nominatedTo(got))
-	}
+	e.assertNominatedTo(pods, nc.Name, "nominated to the batch's claim")
 	e.eventsSay(pods, reasonNominated, "Pod should schedule on: nodeclaim/"+nc.Name)
 
 	// Redelivery of the same pods (a duplicate batch under another id) creates nothing.
@@ -105,11 +93,7 @@ func TestBatchBecomesOneNodeClaimAndOneIntent(t *testing.T) {
 	e.publishBatch("batch-2", small)
 	e.batchesDone(3)
 	e.eventsSay(small, reasonNominated, "Pod should schedule on: nodeclaim/"+nc.Name)
-	for _, p := range small {
-		got, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, p.Name, metav1.GetOptions{})
-		require.NoError(t, err)
-		assert.Equal(t, nc.Name, e.nominatedTo(got))
-	}
+	e.assertNominatedTo(small, nc.Name, "nominated to the claim in flight")
 	assert.Len(t, e.nodeClaims(), 1, "the in-flight claim had room")
 
 	logs := e.logs.String()
@@ -134,24 +118,15 @@ func requirementsOf(nc karpv1.NodeClaim) map[string][]string {
 // A 100-pod batch against the v1alpha5 example (spot, Karpenter's default types): planned onto
 // one large claim offered as 60 types, every pod nominated before the intent goes out.
 func TestLargeBatch(t *testing.T) {
-	e := newEnv(t, "sched-large")
-	e.apply("deploy/examples/v1alpha5/default.yaml")
+	e := newEnv(t, "sched-large", v1alpha5Example)
 	e.start("large")
-	intents := e.intents()
 	pods := e.pendingPods("inflate", 100, "1")
-	sent := e.publishBatch("large-1", pods)
-	intent, _, got := e.nextIntent(intents)
-	t.Logf("100-pod batch published → launch intent received: %v", got.Sub(sent))
+	intent, _ := e.schedule("large-1", pods)
 
-	claims := e.nodeClaims()
-	require.Len(t, claims, 1, "one instance of ≥ 100 vCPU is cheaper per CPU than several")
+	nc := e.onlyClaim("one instance of ≥ 100 vCPU is cheaper per CPU than several")
 	assert.Len(t, intent.GetInstanceTypes(), 60, "at most 60 types, cheapest first")
 	assert.Len(t, intent.GetPods(), 100)
-	list, err := e.kube.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "app=inflate"})
-	require.NoError(t, err)
-	for _, p := range list.Items {
-		assert.Equal(t, claims[0].Name, e.nominatedTo(&p), "pod %s nominated before the intent", p.Name)
-	}
+	e.assertNominatedTo(pods, nc.Name, "nominated before the intent")
 }
 
 // Issue 14: nominating costs no API write per pod. 8 pods of 1.5 CPU, two to a node at most (the
@@ -159,10 +134,8 @@ func TestLargeBatch(t *testing.T) {
 // created side by side with their pods' nominations in them: the scheduler writes nothing to
 // any pod, one create per claim, and every pod is nominated.
 func TestNominatingCostsNoWritePerPod(t *testing.T) {
-	e := newEnv(t, "sched-writes")
-	e.apply("deploy/examples/v1/default.yaml")
-	proxy := newAPIProxy(e)
-	e.start("writes", "--kubeconfig", proxy.kubeconfig)
+	e := newEnv(t, "sched-writes", v1Example)
+	proxy := e.startProxied("writes")
 	pods := e.pendingPods("many", 8, "1500m")
 	since := time.Now()
 	e.publishBatch("batch-many", pods)
@@ -170,9 +143,7 @@ func TestNominatingCostsNoWritePerPod(t *testing.T) {
 
 	claims := e.nodeClaims()
 	require.Greater(t, len(claims), 1, "several claims (created side by side), each with its pods' nominations")
-	for _, p := range e.refresh(pods) {
-		assert.NotEmpty(t, e.nominatedTo(p), "pod %s nominated", p.Name)
-	}
+	assert.True(t, e.allNominated(pods), "every pod nominated: %v", e.nominations(pods))
 	assert.Empty(t, proxy.writesSince(since, regexp.MustCompile(`^/api/v1/namespaces/[^/]+/pods/`)), "no write to any pod")
 	assert.Len(t, proxy.writesSince(since, regexp.MustCompile(`^/apis/karpenter\.sh/v1/nodeclaims`)), len(claims), "one write per claim: its create")
 }

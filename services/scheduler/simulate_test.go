@@ -65,8 +65,7 @@ func projections(pods []*corev1.Pod) *schedulerv1.SimulateRequest {
 // and nothing is created: no NodeClaim, no launch intent. Pods no pool takes are explained, a
 // bad request is refused in the Fw-Error header, and a replica that does not lead answers too.
 func TestSimulateAnswersWithoutCreating(t *testing.T) {
-	e := newEnv(t, "sched-simulate")
-	e.apply("deploy/examples/v1/default.yaml")
+	e := newEnv(t, "sched-simulate", v1Example)
 	e.start("sim-a")
 
 	resp, errMsg := e.simulate(projections(simulatedPods(5, "300m")))

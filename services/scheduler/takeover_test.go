@@ -14,23 +14,16 @@ import (
 // is published here, so nothing but the takeover can place them — and packs them together,
 // using the dead leader's claim before making any new one.
 func TestTakeoverOffersWaitingPodsAtOnceAndTogether(t *testing.T) {
-	e := newEnv(t, "sched-takeover")
-	e.apply("deploy/examples/v1/default.yaml")
+	e := newEnv(t, "sched-takeover", v1Example)
 	left := e.pendingPods("left", 5, "500m")
 	e.createClaim("default-dead-leader", true) // a t4g.medium with room the dead leader planned
 	e.start("takeover")
 
-	require.Eventually(t, func() bool {
-		for _, p := range e.refresh(left) {
-			if e.nominatedTo(p) == "" {
-				return false
-			}
-		}
-		return true
-	}, 30*time.Second, 100*time.Millisecond, "every waiting pod is nominated without a batch from pod-watcher")
+	require.Eventually(t, func() bool { return e.allNominated(left) }, 30*time.Second, 100*time.Millisecond,
+		"every waiting pod is nominated without a batch from pod-watcher")
 	claims := map[string]int{}
-	for _, p := range e.refresh(left) {
-		claims[e.nominatedTo(p)]++
+	for _, claim := range e.nominations(left) {
+		claims[claim]++
 	}
 	assert.Positive(t, claims["default-dead-leader"], "the dead leader's claim takes pods before a new one is made: %v", claims)
 	fresh := 0

@@ -12,14 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -36,28 +33,15 @@ import (
 // on the Node, Evicted on each evicted pod.
 func TestDrainConditionsAndEvents(t *testing.T) {
 	e := newEnv(t, 108)
-	pdbs := e.kube.PolicyV1().PodDisruptionBudgets(e.ns)
-	_, err := pdbs.Create(e.ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "held"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "held"}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.budget("held", "held", 0)
 	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
 	n := e.node(inst)
 	nc := e.claim("drained-a", inst, n.Name)
-	held := e.pod("held", n.Name, func(p *corev1.Pod) { p.Labels = map[string]string{"app": "held"} })
-	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, held.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		p.Status.Phase = corev1.PodRunning // the Eviction API consults budgets only for running pods
-		_, err = e.kube.CoreV1().Pods(e.ns).UpdateStatus(e.ctx, p, metav1.UpdateOptions{})
-		return err
-	}))
+	e.runningPod("held", n.Name, "held")
 	e.pod("free", n.Name, nil)
 	vas := e.kube.StorageV1().VolumeAttachments()
 	va := e.ns + "-vol"
-	_, err = vas.Create(e.ctx, &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: va},
+	_, err := vas.Create(e.ctx, &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: va},
 		Spec: storagev1.VolumeAttachmentSpec{Attacher: "ebs.csi.aws.com", NodeName: n.Name,
 			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To("pv-" + va)}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -113,7 +97,7 @@ func TestDrainConditionsAndEvents(t *testing.T) {
 	require.Eventually(t, func() bool { return eventOn(e.ns, "free", reasonEvicted, n.Name) }, wait, tick, "the evicted pod has an Evicted event")
 	assert.False(t, saw(karpv1.ConditionTypeDrained, metav1.ConditionTrue, karpv1.ConditionTypeDrained, ""), "not drained while the pod is held")
 
-	require.NoError(t, pdbs.Delete(e.ctx, "held", metav1.DeleteOptions{}))
+	require.NoError(t, e.kube.PolicyV1().PodDisruptionBudgets(e.ns).Delete(e.ctx, "held", metav1.DeleteOptions{}))
 	require.Eventually(t, func() bool {
 		return saw(karpv1.ConditionTypeDrained, metav1.ConditionTrue, karpv1.ConditionTypeDrained, "") &&
 			saw(karpv1.ConditionTypeVolumesDetached, metav1.ConditionFalse, "AwaitingVolumeDetachment", va)

@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetwright/fleetwright/pkg/telemetry"
@@ -44,6 +45,32 @@ func (e *env) drainer() *drainer {
 		}
 	}
 	return d
+}
+
+// runningPod is pod, labelled app=<app> and Running: the Eviction API consults budgets only for
+// running pods.
+func (e *env) runningPod(name, node, app string) {
+	e.t.Helper()
+	p := e.pod(name, node, func(p *corev1.Pod) { p.Labels = map[string]string{"app": app} })
+	require.NoError(e.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status.Phase = corev1.PodRunning
+		_, err = e.kube.CoreV1().Pods(e.ns).UpdateStatus(e.ctx, cur, metav1.UpdateOptions{})
+		return err
+	}))
+}
+
+// budget creates a PodDisruptionBudget over the pods labelled app=<app> that lets maxUnavailable
+// of them go at once.
+func (e *env) budget(name, app string, maxUnavailable int32) {
+	e.t.Helper()
+	_, err := e.kube.PolicyV1().PodDisruptionBudgets(e.ns).Create(e.ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(maxUnavailable)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
 }
 
 // pod creates a pod bound to node (which need not exist) and returns it.
@@ -142,23 +169,15 @@ func TestDrainWaitsForVolumeAttachments(t *testing.T) {
 func TestDrainBacksOffOnEvictionErrors(t *testing.T) {
 	e := newEnv(t, 203)
 	node := e.ns + "-node"
-	p := e.pod("guarded", node, func(p *corev1.Pod) { p.Labels = map[string]string{"app": "guarded"} })
-	p.Status.Phase = corev1.PodRunning // the Eviction API consults budgets only for running pods
-	_, err := e.kube.CoreV1().Pods(e.ns).UpdateStatus(e.ctx, p, metav1.UpdateOptions{})
-	require.NoError(t, err)
-	pdbs := e.kube.PolicyV1().PodDisruptionBudgets(e.ns)
-	for _, name := range []string{"one", "two"} {
-		_, err := pdbs.Create(e.ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)),
-				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	e.runningPod("guarded", node, "guarded")
+	e.budget("one", "guarded", 1)
+	e.budget("two", "guarded", 1)
 
 	d := e.drainer()
 	d.between = func(n int) {
 		if n == 5 {
 			for _, name := range []string{"one", "two"} {
-				require.NoError(t, pdbs.Delete(e.ctx, name, metav1.DeleteOptions{}))
+				require.NoError(t, e.kube.PolicyV1().PodDisruptionBudgets(e.ns).Delete(e.ctx, name, metav1.DeleteOptions{}))
 			}
 		}
 	}

@@ -54,26 +54,9 @@ func (e *env) emptyNode(pool, claim string) *karpv1.NodeClaim {
 func (e *env) emptyNodeOf(pool, claim string, annotations map[string]string) *karpv1.NodeClaim {
 	e.t.Helper()
 	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: inst.PrivateDNS, Annotations: annotations,
-			Labels: map[string]string{karpv1.NodePoolLabelKey: pool}, Finalizers: []string{karpv1.TerminationFinalizer}},
-		Spec: corev1.NodeSpec{ProviderID: providerID(inst)},
-	}
-	_, err := e.kube.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	e.t.Cleanup(func() { e.remove(e.dyn.Resource(corev1.SchemeGroupVersion.WithResource("nodes")), node.Name) })
+	node := e.node(inst, func(n *corev1.Node) { n.Annotations, n.Labels[karpv1.NodePoolLabelKey] = annotations, pool })
 	nc := e.claimIn(pool, claim, inst, node.Name)
-	res := e.dyn.Resource(clusterstate.NodeClaims)
-	u, err := res.Get(e.ctx, nc.Name, metav1.GetOptions{})
-	require.NoError(e.t, err)
-	var conds []any
-	for _, c := range []string{karpv1.ConditionTypeLaunched, karpv1.ConditionTypeRegistered, karpv1.ConditionTypeInitialized} {
-		conds = append(conds, map[string]any{"type": c, "status": "True", "reason": c, "message": "test",
-			"lastTransitionTime": time.Now().UTC().Format(time.RFC3339)})
-	}
-	require.NoError(e.t, unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"))
-	_, err = res.UpdateStatus(e.ctx, u, metav1.UpdateOptions{})
-	require.NoError(e.t, err)
+	e.conditionsAt(nc, time.Now(), karpv1.ConditionTypeLaunched, karpv1.ConditionTypeRegistered, karpv1.ConditionTypeInitialized)
 	return nc
 }
 

@@ -235,6 +235,25 @@ func (e *env) instance(id string) awsemu.InstanceInfo {
 	return awsemu.InstanceInfo{}
 }
 
+// node registers a (kwok-style, kubelet-less) Node of pool "default" for a launched instance,
+// with the termination finalizer, as it is once the terminator has seen it; edit changes it
+// before it is created.
+func (e *env) node(inst awsemu.InstanceInfo, edit ...func(*corev1.Node)) *corev1.Node {
+	e.t.Helper()
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: inst.PrivateDNS, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels: map[string]string{karpv1.NodePoolLabelKey: "default"}, Finalizers: []string{karpv1.TerminationFinalizer}},
+		Spec: corev1.NodeSpec{ProviderID: providerID(inst)},
+	}
+	for _, f := range edit {
+		f(n)
+	}
+	n, err := e.kube.CoreV1().Nodes().Create(e.ctx, n, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { e.remove(e.dyn.Resource(corev1.SchemeGroupVersion.WithResource("nodes")), n.Name) })
+	return n
+}
+
 // claim creates the NodeClaim of a launched instance of pool "default", as the scheduler and
 // launcher leave it: provider id and (if node is set) node name in its status.
 func (e *env) claim(name string, inst awsemu.InstanceInfo, node string) *karpv1.NodeClaim {
@@ -332,15 +351,18 @@ func (e *env) metrics() string {
 	return string(b)
 }
 
-// launchedAt records on the claim, as the launcher does, that its instance launched at t.
-func (e *env) launchedAt(nc *karpv1.NodeClaim, t time.Time) {
+// conditionsAt records on the claim, as the launcher does, that the conditions (Launched,
+// Registered, Initialized) became True at t.
+func (e *env) conditionsAt(nc *karpv1.NodeClaim, t time.Time, types ...string) {
 	e.t.Helper()
 	res := e.dyn.Resource(clusterstate.NodeClaims)
 	u, err := res.Get(e.ctx, nc.Name, metav1.GetOptions{})
 	require.NoError(e.t, err)
-	cond := map[string]any{"type": karpv1.ConditionTypeLaunched, "status": "True", "reason": "Launched", "message": "test",
-		"lastTransitionTime": t.UTC().Format(time.RFC3339)}
-	require.NoError(e.t, unstructured.SetNestedSlice(u.Object, []any{cond}, "status", "conditions"))
+	var conds []any
+	for _, c := range types {
+		conds = append(conds, map[string]any{"type": c, "status": "True", "reason": c, "message": "test", "lastTransitionTime": t.UTC().Format(time.RFC3339)})
+	}
+	require.NoError(e.t, unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"))
 	_, err = res.UpdateStatus(e.ctx, u, metav1.UpdateOptions{})
 	require.NoError(e.t, err)
 }

@@ -26,14 +26,7 @@ import (
 func TestDeletingClaimWhoseIntentIsGoneIsFinished(t *testing.T) {
 	e := newEnv(t, 204)
 	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: inst.PrivateDNS, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-			Labels: map[string]string{karpv1.NodePoolLabelKey: "default"}, Finalizers: []string{karpv1.TerminationFinalizer}},
-		Spec: corev1.NodeSpec{ProviderID: providerID(inst), Taints: []corev1.Taint{karpv1.DisruptedNoScheduleTaint}},
-	}
-	_, err := e.kube.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { e.remove(e.dyn.Resource(corev1.SchemeGroupVersion.WithResource("nodes")), node.Name) })
+	node := e.node(inst, func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{karpv1.DisruptedNoScheduleTaint} })
 	nc := e.claim("resume-a", inst, node.Name)
 	e.pod("app", node.Name, nil)
 

@@ -47,8 +47,9 @@ func (e *env) intents() []*terminationv1.TerminationIntent {
 	return append(in, urgent...)
 }
 
-// eventFor waits for the InterruptionEvent about an instance and returns it with its sequence.
-func (e *env) eventFor(id string) (*interruptionv1.InterruptionEvent, uint64) {
+// polled waits for the InterruptionEvent about an instance, for the interruption queue to be
+// emptied and for the interruptions consumer to handle the event, which it returns.
+func (e *env) polled(id string) *interruptionv1.InterruptionEvent {
 	e.t.Helper()
 	var ev *interruptionv1.InterruptionEvent
 	var seq uint64
@@ -62,7 +63,16 @@ func (e *env) eventFor(id string) (*interruptionv1.InterruptionEvent, uint64) {
 		}
 		return false
 	}, wait, tick, "an InterruptionEvent for %s on the bus", id)
-	return ev, seq
+	e.queueDrained()
+	e.handled(seq)
+	return ev
+}
+
+// handled waits until the interruptions consumer has handled the event of stream sequence seq.
+func (e *env) handled(seq uint64) {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool { return e.consumed(prefix.AllInterruptions(), interruptionsConsumer, seq) }, wait, tick,
+		"the interruptions consumer handled the event")
 }
 
 // queueDrained waits until the interruption queue holds no message, visible or in flight.
@@ -90,12 +100,9 @@ func TestSpotInterruptionBecomesIntent(t *testing.T) {
 	e.run()
 	require.NoError(t, e.emu.Interrupt(awsemu.Interruption{Kind: awsemu.KindSpotInterruption, InstanceID: inst.ID, Notice: -1}))
 
-	ev, seq := e.eventFor(inst.ID)
+	ev := e.polled(inst.ID)
 	assert.Equal(t, commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, ev.GetKind())
 	assert.Equal(t, "spot-a", ev.GetNodeClaimName(), "the poller resolved the instance's NodeClaim")
-	e.queueDrained()
-	require.Eventually(t, func() bool { return e.consumed(prefix.AllInterruptions(), interruptionsConsumer, seq) }, wait, tick,
-		"the interruptions consumer handled the event")
 
 	var in *terminationv1.TerminationIntent
 	require.Eventually(t, func() bool {
@@ -128,12 +135,9 @@ func TestRebalanceRecordedAndMalformedSkipped(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, e.emu.Interrupt(awsemu.Interruption{Kind: awsemu.KindRebalance, InstanceID: inst.ID}))
 
-	ev, seq := e.eventFor(inst.ID)
+	ev := e.polled(inst.ID)
 	assert.Equal(t, commonv1.InterruptionKind_INTERRUPTION_KIND_REBALANCE_RECOMMENDATION, ev.GetKind())
 	assert.Equal(t, "rebalance-a", ev.GetNodeClaimName(), "the instance is a known node")
-	e.queueDrained()
-	require.Eventually(t, func() bool { return e.consumed(prefix.AllInterruptions(), interruptionsConsumer, seq) }, wait, tick,
-		"the interruptions consumer handled the event")
 	// The consumer publishes an intent before it acknowledges the event: none is coming.
 	assert.Empty(t, e.intents(), "a rebalance recommendation terminates nothing")
 	m := e.metrics()
@@ -162,9 +166,7 @@ func TestStateChangeEventsDecidedByConsumer(t *testing.T) {
 		return ack.Sequence
 	}
 
-	seq := publish("ev-running", "running")
-	require.Eventually(t, func() bool { return e.consumed(prefix.AllInterruptions(), interruptionsConsumer, seq) }, wait, tick,
-		"the interruptions consumer handled the event")
+	e.handled(publish("ev-running", "running"))
 	assert.Empty(t, e.intents(), "an instance that keeps running is not drained")
 
 	publish("ev-stopping", "stopping")
@@ -181,14 +183,7 @@ func TestStateChangeEventsDecidedByConsumer(t *testing.T) {
 func TestExecutorTerminatesClaimWithNode(t *testing.T) {
 	e := newEnv(t, 103)
 	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
-	node := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: inst.PrivateDNS, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-			Labels: map[string]string{karpv1.NodePoolLabelKey: "default"}, Finalizers: []string{karpv1.TerminationFinalizer}},
-		Spec: corev1.NodeSpec{ProviderID: providerID(inst)},
-	}
-	_, err := e.kube.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { e.remove(e.dyn.Resource(corev1.SchemeGroupVersion.WithResource("nodes")), node.Name) })
+	node := e.node(inst)
 	nc := e.claim("exec-a", inst, node.Name)
 	for _, name := range []string{"app-1", "app-2"} {
 		_, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, &corev1.Pod{
@@ -274,9 +269,9 @@ func TestRegistrationTimeoutAndOrphans(t *testing.T) {
 		return []ec2types.Tag{{Key: aws.String("karpenter.sh/nodeclaim"), Value: aws.String(claim)}}
 	}
 	late := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, owned("noreg-a")...)
-	e.launchedAt(e.claim("noreg-a", late, ""), time.Now().Add(-time.Hour))
+	e.conditionsAt(e.claim("noreg-a", late, ""), time.Now().Add(-time.Hour), karpv1.ConditionTypeLaunched)
 	fresh := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, owned("noreg-b")...)
-	e.launchedAt(e.claim("noreg-b", fresh, ""), time.Now())
+	e.conditionsAt(e.claim("noreg-b", fresh, ""), time.Now(), karpv1.ConditionTypeLaunched)
 	orphan := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, owned("deleted-by-hand")...)
 	// Tagged for the cluster and with a claim's name, but no node pool: not Fleetwright's.
 	stranger := e.launchTagged(ec2types.DefaultTargetCapacityTypeOnDemand,
@@ -311,11 +306,7 @@ func TestExecutorNeverTerminatesManagedNodeGroupInstances(t *testing.T) {
 		{Key: aws.String("eks:nodegroup-name"), Value: aws.String("system")}}
 	withNode := e.launchTagged(ec2types.DefaultTargetCapacityTypeOnDemand, mngTags...)
 	bare := e.launchTagged(ec2types.DefaultTargetCapacityTypeOnDemand, mngTags...)
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: withNode.PrivateDNS, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
-		Spec: corev1.NodeSpec{ProviderID: providerID(withNode)}}
-	_, err := e.kube.CoreV1().Nodes().Create(e.ctx, node, metav1.CreateOptions{})
-	require.NoError(t, err)
-	t.Cleanup(func() { e.remove(e.dyn.Resource(corev1.SchemeGroupVersion.WithResource("nodes")), node.Name) })
+	node := e.node(withNode, func(n *corev1.Node) { n.Labels, n.Finalizers = nil, nil }) // no pool's, not the terminator's
 	e.run()
 
 	var seqs []uint64

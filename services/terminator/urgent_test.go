@@ -12,12 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
-	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
@@ -26,23 +21,7 @@ import (
 	interruptionv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/interruption/v1"
 	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
-	"github.com/fleetwright/fleetwright/tools/awsemu"
 )
-
-// node registers a (kwok-style, kubelet-less) Node for a launched instance, with the
-// termination finalizer, as it is once the terminator has seen it.
-func (e *env) node(inst awsemu.InstanceInfo) *corev1.Node {
-	e.t.Helper()
-	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: inst.PrivateDNS, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-			Labels: map[string]string{karpv1.NodePoolLabelKey: "default"}, Finalizers: []string{karpv1.TerminationFinalizer}},
-		Spec: corev1.NodeSpec{ProviderID: providerID(inst)},
-	}
-	n, err := e.kube.CoreV1().Nodes().Create(e.ctx, n, metav1.CreateOptions{})
-	require.NoError(e.t, err)
-	e.t.Cleanup(func() { e.remove(e.dyn.Resource(corev1.SchemeGroupVersion.WithResource("nodes")), n.Name) })
-	return n
-}
 
 // deliveries is how many times the durable consumer has handed out messages, redeliveries
 // included: with one drain slice per delivery, the drain slices its workers have run.
@@ -67,26 +46,14 @@ func TestInterruptionOvertakesBlockedDrains(t *testing.T) {
 	e := newEnv(t, 106)
 	const blocked, workers = 8, 2
 
-	_, err := e.kube.PolicyV1().PodDisruptionBudgets(e.ns).Create(e.ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "held"},
-		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(0)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "held"}}}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	e.budget("held", "held", 0)
 	var held []*terminationv1.TerminationIntent
 	var heldNodes []string
 	for i := range blocked {
 		inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
 		n := e.node(inst)
 		nc := e.claim(fmt.Sprintf("held-%d", i), inst, n.Name)
-		p := e.pod(fmt.Sprintf("held-%d", i), n.Name, func(p *corev1.Pod) { p.Labels = map[string]string{"app": "held"} })
-		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			p, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, p.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			p.Status.Phase = corev1.PodRunning // the Eviction API consults budgets only for running pods
-			_, err = e.kube.CoreV1().Pods(e.ns).UpdateStatus(e.ctx, p, metav1.UpdateOptions{})
-			return err
-		}))
+		e.runningPod(fmt.Sprintf("held-%d", i), n.Name, "held")
 		held = append(held, &terminationv1.TerminationIntent{IntentId: string(nc.UID) + "/expired", NodeClaimName: nc.Name, NodeName: n.Name,
 			InstanceId: inst.ID, ProviderId: providerID(inst), NodePoolName: "default", Reason: commonv1.TerminationReason_TERMINATION_REASON_EXPIRED,
 			RequestTime: timestamppb.Now(), Why: "expired for the test"})
