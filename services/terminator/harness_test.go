@@ -4,13 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,7 +35,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	"github.com/fleetwright/fleetwright/tools/awsemu"
-	"github.com/fleetwright/fleetwright/tools/localcluster"
+	"github.com/fleetwright/fleetwright/tools/e2e"
 	"github.com/fleetwright/fleetwright/tools/localcluster/clustertest"
 )
 
@@ -74,7 +70,7 @@ type env struct {
 // own keeps its instance ids and node names apart from the other tests' on the shared control
 // plane.
 func newEnv(t *testing.T, seed int64) *env {
-	c := clusterWithCRDs(t)
+	c := e2e.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	kube, err := c.Client()
@@ -115,7 +111,7 @@ func newEnv(t *testing.T, seed int64) *env {
 	t.Cleanup(func() { _ = kube.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
 
 	return &env{t: t, ctx: ctx, kube: kube, dyn: dyn, emu: emu, clock: clock, ec2: ec2.NewFromConfig(awsCfg), sqs: sqs.NewFromConfig(awsCfg),
-		js: js, conn: conn, admin: freeAddr(t), ns: ns, natsURL: nsrv.ClientURL(), kubeconfig: c.Kubeconfig}
+		js: js, conn: conn, admin: e2e.FreeAddr(t), ns: ns, natsURL: nsrv.ClientURL(), kubeconfig: c.Kubeconfig}
 }
 
 // run starts the terminator in-process, until the test ends, and waits until it is ready: its
@@ -142,41 +138,6 @@ func (e *env) run(extra ...string) {
 		_ = res.Body.Close()
 		return res.StatusCode == http.StatusOK
 	}, time.Minute, 100*time.Millisecond, "the terminator becomes ready")
-}
-
-var crdsOnce sync.Once
-
-// clusterWithCRDs is the shared control plane with Fleetwright's CRDs installed.
-func clusterWithCRDs(t *testing.T) *localcluster.Cluster {
-	c := clustertest.Get(t)
-	var err error
-	crdsOnce.Do(func() {
-		files, _ := filepath.Glob(filepath.Join("..", "..", "deploy", "crds", "*_*.yaml"))
-		for _, f := range files {
-			if err = kubectl(c, "apply", "--server-side", "-f", f); err != nil {
-				return
-			}
-		}
-		err = kubectl(c, "wait", "--for", "condition=Established", "--timeout", "60s", "crd", "--all")
-	})
-	require.NoError(t, err, "installing CRDs")
-	return c
-}
-
-func kubectl(c *localcluster.Cluster, args ...string) error {
-	out, err := exec.Command(c.Kubectl(), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, out)
-	}
-	return nil
-}
-
-// freeAddr is a loopback address with a port nothing listens on.
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // fleetTags are the tags the launcher puts on every instance, which the terminator requires
