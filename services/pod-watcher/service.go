@@ -26,20 +26,7 @@ import (
 )
 
 func run(ctx context.Context, args []string) error {
-	cfg, err := parseConfig(args)
-	if err != nil {
-		return err
-	}
-	rt, err := service.Start(ctx, service.Options{Name: "pod-watcher", Common: cfg.Common, Kube: true})
-	if err != nil {
-		return err
-	}
-	defer rt.Shutdown()
-	w, err := newWatcher(cfg, rt)
-	if err != nil {
-		return err
-	}
-	return w.run(ctx)
+	return service.Run(ctx, "pod-watcher", args, parseConfig, serve)
 }
 
 // watcher owns the informers and the batching window.
@@ -64,24 +51,25 @@ type watcher struct {
 	now  func() time.Time
 }
 
-func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
+// serve builds the watcher on rt (informers, batching window) and runs it until ctx ends.
+func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	w := &watcher{cfg: cfg, rt: rt, metrics: newMetrics(rt.Registry), batcher: newBatcher(cfg.BatchIdle, cfg.BatchMax, cfg.Resync),
 		ends: map[string]time.Time{}, seen: map[string]podproj.Nomination{}, wake: make(chan struct{}, 1), now: time.Now}
 	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
 	if err != nil {
-		return nil, fmt.Errorf("creating dynamic client: %w", err)
+		return fmt.Errorf("creating dynamic client: %w", err)
 	}
 	// Only unbound pods can be pending: the field selector keeps the cache small.
 	if w.cluster, err = clusterstate.New(rt.Kube, dyn, clusterstate.Want{Pods: clusterstate.UnboundPods, Volumes: true, NodeClaims: true},
 		rt.Log); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := w.cluster.Pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { w.observe(o) },
 		UpdateFunc: func(_, o any) { w.observe(o) },
 		DeleteFunc: func(o any) { w.forget(o) },
 	}); err != nil {
-		return nil, fmt.Errorf("watching pods: %w", err)
+		return fmt.Errorf("watching pods: %w", err)
 	}
 	// A NodeClaim that appears, goes away, starts being deleted, gets a ready node, or records
 	// nominations (new or ended) changes the fate of the pods nominated to it: look at them again.
@@ -110,10 +98,10 @@ func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 			}
 		},
 	}); err != nil {
-		return nil, fmt.Errorf("watching nodeclaims: %w", err)
+		return fmt.Errorf("watching nodeclaims: %w", err)
 	}
 	rt.Admin.AddReadiness("informers", w.cluster.Ready)
-	return w, nil
+	return w.run(ctx)
 }
 
 func (w *watcher) run(ctx context.Context) error {
