@@ -350,18 +350,14 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_batches_total",
-			Help: "Pending-pod batches by outcome (published, error)."}, []string{"outcome"}),
-		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetwright_pod_watcher_batch_size",
-			Help: "Pods per published batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
-		pendingPods: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_pending_pods",
-			Help: "Pods in the last published window (all its batches): pending and not yet nominated to a NodeClaim."}),
-		nominationsExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_nominations_expired_total",
-			Help: "Times a pending pod was offered again because its nomination ended (claim gone, or its node ready without room for it)."}),
+	f := service.Metrics{Reg: reg}
+	return &metrics{
+		batches:     f.CounterVec("fleetwright_pod_watcher_batches_total", "Pending-pod batches by outcome (published, error).", "outcome"),
+		batchSize:   f.Histogram("fleetwright_pod_watcher_batch_size", "Pods per published batch.", prometheus.ExponentialBuckets(1, 4, 8)),
+		pendingPods: f.Gauge("fleetwright_pending_pods", "Pods in the last published window (all its batches): pending and not yet nominated to a NodeClaim."),
+		nominationsExpired: f.Counter("fleetwright_pod_watcher_nominations_expired_total",
+			"Times a pending pod was offered again because its nomination ended (claim gone, or its node ready without room for it)."),
+		podsTooLarge: f.Counter("fleetwright_pod_watcher_pods_too_large_total",
+			"Pending pods not offered because their projection alone exceeds the NATS server's max_payload."),
 	}
-	m.podsTooLarge = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_pods_too_large_total",
-		Help: "Pending pods not offered because their projection alone exceeds the NATS server's max_payload."})
-	reg.MustRegister(m.batches, m.batchSize, m.pendingPods, m.nominationsExpired, m.podsTooLarge)
-	return m
 }
