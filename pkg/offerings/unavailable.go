@@ -11,8 +11,10 @@
 package offerings
 
 import (
+	"cmp"
 	"context"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -131,22 +133,9 @@ func Expiry(o *launchv1.OfferingUnavailable, now time.Time) time.Time {
 
 // Current returns the offerings to avoid now, in a stable order, and forgets expired ones.
 func (u *Unavailable) Current() []scheduling.OfferingKey {
-	set := u.Set()
-	out := make([]scheduling.OfferingKey, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.InstanceType != b.InstanceType {
-			return a.InstanceType < b.InstanceType
-		}
-		if a.Zone != b.Zone {
-			return a.Zone < b.Zone
-		}
-		return a.CapacityType < b.CapacityType
+	return slices.SortedFunc(maps.Keys(u.Set()), func(a, b scheduling.OfferingKey) int {
+		return cmp.Or(cmp.Compare(a.InstanceType, b.InstanceType), cmp.Compare(a.Zone, b.Zone), cmp.Compare(a.CapacityType, b.CapacityType))
 	})
-	return out
 }
 
 // Set returns the offerings to avoid now, and forgets expired ones.
