@@ -295,16 +295,14 @@ func (r *resolver) queries(ctx context.Context, terms []amiTerm, k8sMinor string
 // images resolves the terms to the newest image of each architecture and variant, sorted so
 // that the better image of two that serve a type comes first.
 func (r *resolver) images(ctx context.Context, terms []amiTerm, k8sMinor string) ([]image, error) {
-	v, err := r.remember(fmt.Sprintf("amis/%s/%v", k8sMinor, terms), func() (any, error) {
+	return remember(r, fmt.Sprintf("amis/%s/%v", k8sMinor, terms), func() ([]image, error) {
 		qs, unresolved, err := r.queries(ctx, terms, k8sMinor)
 		if err != nil {
 			return nil, err
 		}
 		best := map[imageKey]image{}
 		for _, q := range qs {
-			p := ec2.NewDescribeImagesPaginator(r.api, q.in)
-			for p.HasMorePages() {
-				page, err := p.NextPage(ctx)
+			for page, err := range pages(ctx, ec2.NewDescribeImagesPaginator(r.api, q.in)) {
 				if err != nil {
 					return nil, fmt.Errorf("describing images: %w", err)
 				}
@@ -328,10 +326,6 @@ func (r *resolver) images(ctx context.Context, terms []amiTerm, k8sMinor string)
 		sort.Slice(out, func(i, j int) bool { return out[i].better(out[j]) })
 		return out, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.([]image), nil
 }
 
 // consider keeps an image described by EC2 as the best of its architecture and each variant

@@ -185,8 +185,7 @@ func (t *templates) collect(ctx context.Context, cluster string, classes map[str
 		{Name: aws.String("tag-key"), Values: []string{classTag}},
 	}})
 	deleted := 0
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	for page, err := range pages(ctx, p) {
 		if err != nil {
 			return deleted, fmt.Errorf("describing launch templates: %w", err)
 		}
