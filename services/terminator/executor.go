@@ -86,7 +86,7 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	if claim != nil && claim.Status.NodeName != "" {
 		nodeName = claim.Status.NodeName
 	}
-	node, err := e.node(ctx, nodeName)
+	node, err := e.k.nodes.find(ctx, nodeName)
 	if err != nil {
 		return result{}, err
 	}
@@ -255,35 +255,15 @@ func (e *executor) watchDrain(ctx context.Context, claim *karpv1.NodeClaim, node
 }
 
 func (e *executor) claim(ctx context.Context, name string) (*karpv1.NodeClaim, error) {
-	if name == "" {
-		return nil, nil
-	}
-	u, err := e.k.claims.get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("getting nodeclaim %s: %w", name, err)
+	u, err := e.k.claims.find(ctx, name)
+	if u == nil || err != nil {
+		return nil, err
 	}
 	var nc karpv1.NodeClaim
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc); err != nil {
 		return nil, fmt.Errorf("decoding nodeclaim %s: %w", name, err)
 	}
 	return &nc, nil
-}
-
-func (e *executor) node(ctx context.Context, name string) (*corev1.Node, error) {
-	if name == "" {
-		return nil, nil
-	}
-	n, err := e.k.nodes.get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("getting node %s: %w", name, err)
-	}
-	return n, nil
 }
 
 // blocker says, in words, why a voluntary intent must not go ahead now: a do-not-disrupt
