@@ -30,25 +30,21 @@ import (
 // DefaultTTL applies to an OfferingUnavailable that names no expiry or TTL.
 const DefaultTTL = 3 * time.Minute
 
-// CapacityTypeName is the well-known label value of a capacity type ("spot", "on-demand"); empty
-// for an unspecified one.
-func CapacityTypeName(ct commonv1.CapacityType) string {
-	switch ct {
-	case commonv1.CapacityType_CAPACITY_TYPE_SPOT:
-		return scheduling.CapacityTypeSpot
-	case commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND:
-		return scheduling.CapacityTypeOnDemand
-	}
-	return ""
+// capacityTypeNames are the well-known label values of the capacity types ("spot", "on-demand").
+var capacityTypeNames = map[commonv1.CapacityType]string{
+	commonv1.CapacityType_CAPACITY_TYPE_SPOT:      scheduling.CapacityTypeSpot,
+	commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND: scheduling.CapacityTypeOnDemand,
 }
+
+// CapacityTypeName is the well-known label value of a capacity type; empty for an unspecified one.
+func CapacityTypeName(ct commonv1.CapacityType) string { return capacityTypeNames[ct] }
 
 // CapacityType is the enum of a capacity-type label value; UNSPECIFIED for anything else.
 func CapacityType(name string) commonv1.CapacityType {
-	switch name {
-	case scheduling.CapacityTypeSpot:
-		return commonv1.CapacityType_CAPACITY_TYPE_SPOT
-	case scheduling.CapacityTypeOnDemand:
-		return commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND
+	for ct, n := range capacityTypeNames {
+		if n == name {
+			return ct
+		}
 	}
 	return commonv1.CapacityType_CAPACITY_TYPE_UNSPECIFIED
 }
