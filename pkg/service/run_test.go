@@ -16,7 +16,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
 )
 
-// runConfig is a service's configuration as Run takes it: Common embedded, and a flag of its own.
+// runConfig is a service's configuration as Runner takes it: Common embedded, and a flag of its own.
 type runConfig struct {
 	Common
 	Own string
@@ -30,10 +30,10 @@ func parseRunConfig(args []string) (runConfig, error) {
 	return c, fs.Parse(args)
 }
 
-// TestRunParsesStartsServesAndShutsDown runs a service through Run: serve gets the parsed
+// TestRunnerParsesStartsServesAndShutsDown runs a service through Runner: serve gets the parsed
 // configuration and a Runtime with NATS and a Kubernetes client, and the Runtime is shut down
 // (its admin port closed) when serve returns. A parse or start failure never reaches serve.
-func TestRunParsesStartsServesAndShutsDown(t *testing.T) {
+func TestRunnerParsesStartsServesAndShutsDown(t *testing.T) {
 	srv := bustest.RunServer(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
@@ -49,7 +49,7 @@ current-context: c
 
 	served := errors.New("served")
 	var admin string
-	err := Run(ctx, "pod-watcher", args, parseRunConfig, func(_ context.Context, cfg runConfig, rt *Runtime) error {
+	err := Runner("pod-watcher", parseRunConfig, func(_ context.Context, cfg runConfig, rt *Runtime) error {
 		assert.Equal(t, "mine", cfg.Own, "serve gets the service's own flags")
 		assert.Equal(t, "pod-watcher", rt.Name)
 		assert.NotNil(t, rt.Bus, "NATS is connected")
@@ -57,17 +57,17 @@ current-context: c
 		assert.NotNil(t, rt.Events)
 		admin = rt.Admin.Addr()
 		return served
-	})
-	require.ErrorIs(t, err, served, "serve's error is Run's")
+	})(ctx, args)
+	require.ErrorIs(t, err, served, "serve's error is the run's")
 	_, err = net.Dial("tcp", admin)
 	require.Error(t, err, "the admin port is closed once serve returns")
 
 	calls := 0
 	serve := func(context.Context, runConfig, *Runtime) error { calls++; return nil }
-	err = Run(ctx, "pod-watcher", []string{"--no-such-flag"}, parseRunConfig, serve)
+	run := Runner("pod-watcher", parseRunConfig, serve)
+	err = run(ctx, []string{"--no-such-flag"})
 	require.ErrorContains(t, err, "no-such-flag", "a flag that does not parse is the error")
-	err = Run(ctx, "pod-watcher", []string{"--nats-url", srv.ClientURL(), "--kubeconfig", filepath.Join(t.TempDir(), "missing"),
-		"--admin-addr", "127.0.0.1:0"}, parseRunConfig, serve)
+	err = run(ctx, []string{"--nats-url", srv.ClientURL(), "--kubeconfig", filepath.Join(t.TempDir(), "missing"), "--admin-addr", "127.0.0.1:0"})
 	require.ErrorContains(t, err, "loading kubeconfig", "a runtime that cannot start is the error")
 	assert.Zero(t, calls, "serve never runs without a parsed configuration and a started runtime")
 }

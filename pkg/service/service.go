@@ -1,10 +1,11 @@
 // Package service is the skeleton the four Fleetwright services share, so they read alike:
 //
 //	main()  ──> service.Main(name, run)        signals → context, exit code, one error line
-//	run()   ──> service.Run(ctx, name, ...)    the steps below, in order
-//	        ──> flags (Common.Register + own)  every flag has an environment fallback
+//	run = service.Runner(name, parse, serve):
+//	        ──> parse: flags (Common.Register  every flag has an environment fallback
+//	            + the service's own)
 //	        ──> service.Start(ctx, Options)    logger, tracing, admin port, NATS, kube client
-//	        ──> the service's own loop         consumers, informers, pollers
+//	        ──> serve: the service's own loop  consumers, informers, pollers
 //	        ──> rt.Shutdown()                  stop pulling, drain NATS, flush traces
 //
 // Nothing here knows what a service does; it only wires the parts every one of them needs.
@@ -263,20 +264,21 @@ type Config interface{ common() Common }
 
 func (c Common) common() Common { return c }
 
-// Run is a service's run: parse reads its flags, Start wires its Runtime (with Kubernetes) and
-// serve runs the service on it; the Runtime is shut down when serve returns.
-func Run[C Config](ctx context.Context, name string, args []string, parse func([]string) (C, error),
-	serve func(context.Context, C, *Runtime) error) error {
-	cfg, err := parse(args)
-	if err != nil {
-		return err
+// Runner is a service's run, as Main takes it: parse reads its flags, Start wires its Runtime
+// (with Kubernetes) and serve runs the service on it; the Runtime is shut down when serve returns.
+func Runner[C Config](name string, parse func([]string) (C, error), serve func(context.Context, C, *Runtime) error) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		cfg, err := parse(args)
+		if err != nil {
+			return err
+		}
+		rt, err := Start(ctx, Options{Name: name, Common: cfg.common(), Kube: true})
+		if err != nil {
+			return err
+		}
+		defer rt.Shutdown()
+		return serve(ctx, cfg, rt)
 	}
-	rt, err := Start(ctx, Options{Name: name, Common: cfg.common(), Kube: true})
-	if err != nil {
-		return err
-	}
-	defer rt.Shutdown()
-	return serve(ctx, cfg, rt)
 }
 
 // Main runs a service: SIGINT/SIGTERM cancel the context run gets, and an error ends the

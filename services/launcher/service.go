@@ -23,10 +23,6 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/subject"
 )
 
-func run(ctx context.Context, args []string) error {
-	return service.Run(ctx, "launcher", args, parseConfig, serve)
-}
-
 // serve wires the AWS clients, the caches and the catalog to rt and launches until ctx ends.
 func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region))

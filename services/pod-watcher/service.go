@@ -25,10 +25,6 @@ import (
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 )
 
-func run(ctx context.Context, args []string) error {
-	return service.Run(ctx, "pod-watcher", args, parseConfig, serve)
-}
-
 // watcher owns the informers and the batching window.
 type watcher struct {
 	cfg     config

@@ -23,10 +23,6 @@ import (
 // durable is the batch consumer's name, shared by every replica (only the leader pulls).
 const durable = "scheduler"
 
-func run(ctx context.Context, args []string) error {
-	return service.Run(ctx, "scheduler", args, parseConfig, serve)
-}
-
 // scheduler wires the informers, the catalog, unavailable offerings and the API clients
 // around the scheduling core.
 type scheduler struct {

@@ -24,10 +24,6 @@ import (
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
 
-func run(ctx context.Context, args []string) error {
-	return service.Run(ctx, "terminator", args, parseConfig, serve)
-}
-
 // serve wires the AWS clients and the caches to rt and terminates until ctx ends.
 func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region))
