@@ -41,6 +41,14 @@ func (t selectorTerm) filters() []ec2types.Filter {
 	return fs
 }
 
+// ids is the term's id as a Describe call takes ids; none without one.
+func (t selectorTerm) ids() []string {
+	if t.ID == "" {
+		return nil
+	}
+	return []string{t.ID}
+}
+
 // resolver answers the node class's selector terms from EC2 (and SSM, for AMI aliases and
 // ssmParameter terms), caching each answer for ttl.
 type resolver struct {
@@ -102,10 +110,7 @@ func (r *resolver) subnets(ctx context.Context, terms []selectorTerm) ([]subnet,
 	return resolveTerms(r, "subnets", terms, "no subnet matches the node class's subnet selector terms", func() ([]subnet, error) {
 		byID := map[string]subnet{}
 		for _, t := range terms {
-			in := &ec2.DescribeSubnetsInput{Filters: t.filters()}
-			if t.ID != "" {
-				in.SubnetIds = []string{t.ID}
-			}
+			in := &ec2.DescribeSubnetsInput{Filters: t.filters(), SubnetIds: t.ids()}
 			for page, err := range pages(ctx, ec2.NewDescribeSubnetsPaginator(r.api, in)) {
 				if err != nil {
 					return nil, fmt.Errorf("describing subnets: %w", err)
@@ -142,10 +147,7 @@ func (r *resolver) securityGroups(ctx context.Context, terms []selectorTerm) ([]
 	return resolveTerms(r, "sgs", terms, "no security group matches the node class's selector terms", func() ([]string, error) {
 		ids := map[string]bool{}
 		for _, t := range terms {
-			in := &ec2.DescribeSecurityGroupsInput{Filters: t.filters()}
-			if t.ID != "" {
-				in.GroupIds = []string{t.ID}
-			}
+			in := &ec2.DescribeSecurityGroupsInput{Filters: t.filters(), GroupIds: t.ids()}
 			if t.Name != "" {
 				in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("group-name"), Values: []string{t.Name}})
 			}
