@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetwright/fleetwright/pkg/faultpoint"
-
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -23,6 +21,7 @@ import (
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
