@@ -1,11 +1,9 @@
 package service
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,32 +20,41 @@ func TestMetricsAreRegisteredAsMade(t *testing.T) {
 	f.Histogram("h_seconds", "a histogram", []float64{1, 2}).Observe(1.5)
 	f.HistogramVec("hv_seconds", "a histogram by reason", []float64{5}, "reason").WithLabelValues("x").Observe(6)
 
-	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP c_total a counter
-# TYPE c_total counter
-c_total 1
-# HELP cv_total a counter by outcome
-# TYPE cv_total counter
-cv_total{outcome="ok"} 2
-# HELP g a gauge
-# TYPE g gauge
-g 3
-# HELP gv a gauge by pool and reason
-# TYPE gv gauge
-gv{nodepool="p",reason="r"} 4
-# HELP h_seconds a histogram
-# TYPE h_seconds histogram
-h_seconds_bucket{le="1"} 0
-h_seconds_bucket{le="2"} 1
-h_seconds_bucket{le="+Inf"} 1
-h_seconds_sum 1.5
-h_seconds_count 1
-# HELP hv_seconds a histogram by reason
-# TYPE hv_seconds histogram
-hv_seconds_bucket{reason="x",le="5"} 0
-hv_seconds_bucket{reason="x",le="+Inf"} 1
-hv_seconds_sum{reason="x"} 6
-hv_seconds_count{reason="x"} 1
-`)))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	type seen struct {
+		help, kind string
+		labels     []string
+		value      float64
+		buckets    []float64
+	}
+	got := map[string]seen{}
+	for _, mf := range families {
+		m := mf.GetMetric()[0]
+		s := seen{help: mf.GetHelp(), kind: mf.GetType().String()}
+		for _, l := range m.GetLabel() {
+			s.labels = append(s.labels, l.GetName()+"="+l.GetValue())
+		}
+		switch s.kind {
+		case "COUNTER":
+			s.value = m.GetCounter().GetValue()
+		case "GAUGE":
+			s.value = m.GetGauge().GetValue()
+		case "HISTOGRAM":
+			s.value = m.GetHistogram().GetSampleSum()
+			for _, b := range m.GetHistogram().GetBucket() {
+				s.buckets = append(s.buckets, b.GetUpperBound())
+			}
+		}
+		got[mf.GetName()] = s
+	}
+	assert.Equal(t, map[string]seen{
+		"c_total":    {help: "a counter", kind: "COUNTER", value: 1},
+		"cv_total":   {help: "a counter by outcome", kind: "COUNTER", labels: []string{"outcome=ok"}, value: 2},
+		"g":          {help: "a gauge", kind: "GAUGE", value: 3},
+		"gv":         {help: "a gauge by pool and reason", kind: "GAUGE", labels: []string{"nodepool=p", "reason=r"}, value: 4},
+		"h_seconds":  {help: "a histogram", kind: "HISTOGRAM", value: 1.5, buckets: []float64{1, 2}},
+		"hv_seconds": {help: "a histogram by reason", kind: "HISTOGRAM", labels: []string{"reason=x"}, value: 6, buckets: []float64{5}},
+	}, got)
 	assert.Panics(t, func() { f.Counter("c_total", "again") }, "a name is registered once")
 }
