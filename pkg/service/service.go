@@ -68,28 +68,26 @@ type Common struct {
 	KubeBurst       int
 }
 
-// Register adds the common flags to fs, each defaulting to its environment variable, and
-// returns fs as Flags for the service's own.
-func (c *Common) Register(fs *flag.FlagSet, defaultAdmin string) Flags {
-	f := Flags{fs}
+// Register adds the common flags to fs, each defaulting to its environment variable.
+func (c *Common) Register(fs *flag.FlagSet, defaultAdmin string) {
 	c.NATSURL = Env("NATS_URL", "nats://127.0.0.1:4222")
 	fs.Var(bus.URLFlag(&c.NATSURL), "nats-url", "NATS server `URL`(s), comma separated; shown with any password masked (env NATS_URL)")
-	f.String(&c.NATSUser, "nats-user", "NATS_USER", "", "NATS user, whose password is in env NATS_PASSWORD or --nats-password-file")
+	fs.StringVar(&c.NATSUser, "nats-user", Env("NATS_USER", ""), "NATS user, whose password is in env NATS_PASSWORD or --nats-password-file (env NATS_USER)")
 	c.NATSPassword = os.Getenv("NATS_PASSWORD")
-	f.String(&c.NATSPasswordFile, "nats-password-file", "NATS_PASSWORD_FILE", "", "file holding the NATS user's password, instead of env NATS_PASSWORD")
-	f.String(&c.NATSCreds, "nats-creds", "NATS_CREDS", "", "NATS credentials file")
-	f.String(&c.NATSCA, "nats-ca", "NATS_CA", "", "CA bundle to verify the NATS server")
-	f.String(&c.NATSCert, "nats-cert", "NATS_CERT", "", "client certificate for NATS")
-	f.String(&c.NATSKey, "nats-key", "NATS_KEY", "", "client key for NATS")
-	f.Int(&c.NATSStreamReplicas, "nats-stream-replicas", "NATS_STREAM_REPLICAS", 1, "servers holding each JetStream stream the service creates; never lowered on an existing stream")
-	f.String(&c.Prefix, "prefix", "FLEETWRIGHT_PREFIX", "fleetwright", "subject prefix")
-	f.String(&c.AdminAddr, "admin-addr", "ADMIN_ADDR", defaultAdmin, "admin HTTP address for /metrics, /healthz, /readyz")
-	f.Bool(&c.EnableProfiling, "enable-profiling", "ENABLE_PROFILING", false,
-		"serve Go's profiles (net/http/pprof) under /debug/pprof/ on the admin port, as Karpenter's --enable-profiling")
-	f.String(&c.Kubeconfig, "kubeconfig", "KUBECONFIG", "", "kubeconfig path; empty means in-cluster")
-	f.Float(&c.KubeQPS, "kube-qps", "KUBE_QPS", 200, "Kubernetes client QPS, as Karpenter's default")
-	f.Int(&c.KubeBurst, "kube-burst", "KUBE_BURST", 300, "Kubernetes client burst, as Karpenter's default")
-	return f
+	fs.StringVar(&c.NATSPasswordFile, "nats-password-file", Env("NATS_PASSWORD_FILE", ""), "file holding the NATS user's password, instead of env NATS_PASSWORD (env NATS_PASSWORD_FILE)")
+	fs.StringVar(&c.NATSCreds, "nats-creds", Env("NATS_CREDS", ""), "NATS credentials file (env NATS_CREDS)")
+	fs.StringVar(&c.NATSCA, "nats-ca", Env("NATS_CA", ""), "CA bundle to verify the NATS server (env NATS_CA)")
+	fs.StringVar(&c.NATSCert, "nats-cert", Env("NATS_CERT", ""), "client certificate for NATS (env NATS_CERT)")
+	fs.StringVar(&c.NATSKey, "nats-key", Env("NATS_KEY", ""), "client key for NATS (env NATS_KEY)")
+	fs.IntVar(&c.NATSStreamReplicas, "nats-stream-replicas", EnvInt("NATS_STREAM_REPLICAS", 1),
+		"servers holding each JetStream stream the service creates; never lowered on an existing stream (env NATS_STREAM_REPLICAS)")
+	fs.StringVar(&c.Prefix, "prefix", Env("FLEETWRIGHT_PREFIX", "fleetwright"), "subject prefix (env FLEETWRIGHT_PREFIX)")
+	fs.StringVar(&c.AdminAddr, "admin-addr", Env("ADMIN_ADDR", defaultAdmin), "admin HTTP address for /metrics, /healthz, /readyz (env ADMIN_ADDR)")
+	fs.BoolVar(&c.EnableProfiling, "enable-profiling", EnvBool("ENABLE_PROFILING", false),
+		"serve Go's profiles (net/http/pprof) under /debug/pprof/ on the admin port, as Karpenter's --enable-profiling (env ENABLE_PROFILING)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", Env("KUBECONFIG", ""), "kubeconfig path; empty means in-cluster (env KUBECONFIG)")
+	fs.Float64Var(&c.KubeQPS, "kube-qps", EnvFloat("KUBE_QPS", 200), "Kubernetes client QPS, as Karpenter's default (env KUBE_QPS)")
+	fs.IntVar(&c.KubeBurst, "kube-burst", EnvInt("KUBE_BURST", 300), "Kubernetes client burst, as Karpenter's default (env KUBE_BURST)")
 }
 
 // Validate checks the common flags.

@@ -23,13 +23,13 @@ type config struct {
 func parseConfig(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("pod-watcher", flag.ContinueOnError)
-	f := c.Register(fs, "127.0.0.1:8081")
-	f.Duration(&c.BatchIdle, "batch-idle", "BATCH_IDLE_DURATION", time.Second, "close a batch after this long without a new pod")
-	f.Duration(&c.BatchMax, "batch-max", "BATCH_MAX_DURATION", 10*time.Second, "close a batch this long after it opened")
-	f.Duration(&c.Resync, "resync", "RESYNC_PERIOD", 30*time.Second, "offer still-pending pods again this often")
+	c.Register(fs, "127.0.0.1:8081")
+	fs.DurationVar(&c.BatchIdle, "batch-idle", service.EnvDuration("BATCH_IDLE_DURATION", time.Second), "close a batch after this long without a new pod (env BATCH_IDLE_DURATION)")
+	fs.DurationVar(&c.BatchMax, "batch-max", service.EnvDuration("BATCH_MAX_DURATION", 10*time.Second), "close a batch this long after it opened (env BATCH_MAX_DURATION)")
+	fs.DurationVar(&c.Resync, "resync", service.EnvDuration("RESYNC_PERIOD", 30*time.Second), "offer still-pending pods again this often (env RESYNC_PERIOD)")
 	c.Nomination.RegisterFlags(fs, service.EnvDuration)
 	host, _ := os.Hostname()
-	f.String(&c.WatcherID, "watcher-id", "POD_NAME", host, "this replica's name in batches")
+	fs.StringVar(&c.WatcherID, "watcher-id", service.Env("POD_NAME", host), "this replica's name in batches (env POD_NAME)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

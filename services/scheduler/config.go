@@ -49,31 +49,33 @@ type config struct {
 func parseConfig(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("scheduler", flag.ContinueOnError)
-	f := c.Register(fs, "127.0.0.1:8082")
+	c.Register(fs, "127.0.0.1:8082")
 	host, _ := os.Hostname()
-	f.String(&c.Namespace, "namespace", "POD_NAMESPACE", "fleetwright", "namespace of the leader-election Lease")
-	f.String(&c.Identity, "identity", "POD_NAME", host, "this replica's name as Lease holder")
-	f.Duration(&c.LeaseDuration, "lease-duration", "LEASE_DURATION", 8*time.Second, "how long a standby waits before taking over a lease that is not renewed")
-	f.Duration(&c.RenewDeadline, "renew-deadline", "RENEW_DEADLINE", 6*time.Second, "how long the leader keeps trying to renew before it steps down")
-	f.Duration(&c.RetryPeriod, "retry-period", "RETRY_PERIOD", time.Second, "how often leader election is retried")
-	f.Duration(&c.Reconcile, "reconcile-interval", "RECONCILE_INTERVAL", 30*time.Second, "how often the leader republishes intents of NodeClaims not launched yet")
-	f.Duration(&c.UnavailableReplay, "unavailable-replay", "UNAVAILABLE_REPLAY", 5*time.Minute, "how far back unavailable offerings are replayed on start")
-	f.Int(&c.MaxInstanceTypes, "max-instance-types", "MAX_INSTANCE_TYPES", 60, "instance types offered per NodeClaim, cheapest first")
-	f.Duration(&c.CacheWait, "cache-wait", "CACHE_WAIT", 2*time.Second, "how long a batch waits for the pod cache to show its pods pending")
-	f.Duration(&c.BatchTimeout, "batch-timeout", "BATCH_TIMEOUT", 10*time.Minute,
-		"how long the handling of one pending-pod batch may take before it is given up and retried; a batch of thousands of pods takes minutes at the client's QPS")
+	fs.StringVar(&c.Namespace, "namespace", service.Env("POD_NAMESPACE", "fleetwright"), "namespace of the leader-election Lease (env POD_NAMESPACE)")
+	fs.StringVar(&c.Identity, "identity", service.Env("POD_NAME", host), "this replica's name as Lease holder (env POD_NAME)")
+	fs.DurationVar(&c.LeaseDuration, "lease-duration", service.EnvDuration("LEASE_DURATION", 8*time.Second), "how long a standby waits before taking over a lease that is not renewed (env LEASE_DURATION)")
+	fs.DurationVar(&c.RenewDeadline, "renew-deadline", service.EnvDuration("RENEW_DEADLINE", 6*time.Second), "how long the leader keeps trying to renew before it steps down (env RENEW_DEADLINE)")
+	fs.DurationVar(&c.RetryPeriod, "retry-period", service.EnvDuration("RETRY_PERIOD", time.Second), "how often leader election is retried (env RETRY_PERIOD)")
+	fs.DurationVar(&c.Reconcile, "reconcile-interval", service.EnvDuration("RECONCILE_INTERVAL", 30*time.Second), "how often the leader republishes intents of NodeClaims not launched yet (env RECONCILE_INTERVAL)")
+	fs.DurationVar(&c.UnavailableReplay, "unavailable-replay", service.EnvDuration("UNAVAILABLE_REPLAY", 5*time.Minute), "how far back unavailable offerings are replayed on start (env UNAVAILABLE_REPLAY)")
+	fs.IntVar(&c.MaxInstanceTypes, "max-instance-types", service.EnvInt("MAX_INSTANCE_TYPES", 60), "instance types offered per NodeClaim, cheapest first (env MAX_INSTANCE_TYPES)")
+	fs.DurationVar(&c.CacheWait, "cache-wait", service.EnvDuration("CACHE_WAIT", 2*time.Second), "how long a batch waits for the pod cache to show its pods pending (env CACHE_WAIT)")
+	fs.DurationVar(&c.BatchTimeout, "batch-timeout", service.EnvDuration("BATCH_TIMEOUT", 10*time.Minute),
+		"how long the handling of one pending-pod batch may take before it is given up and retried; a batch of thousands of pods takes minutes at the client's QPS (env BATCH_TIMEOUT)")
 	c.Nomination.RegisterFlags(fs, service.EnvDuration)
-	f.Duration(&c.NominationCheck, "nomination-check", "NOMINATION_CHECK_INTERVAL", 2*time.Second,
-		"how often the leader ends the nominations of pods a ready node has no room left for")
-	f.Float(&c.VMMemoryOverhead, "vm-memory-overhead-percent", "VM_MEMORY_OVERHEAD_PERCENT", scheduling.VMMemoryOverhead,
-		"share of an instance's memory the hypervisor and kernel keep, as a fraction: 0.075 is 7.5%")
-	f.Duration(&c.DisruptionInterval, "disruption-interval", "DISRUPTION_INTERVAL", 5*time.Second, "how often the leader looks for nodes to consolidate and drifted nodes to replace")
+	fs.DurationVar(&c.NominationCheck, "nomination-check", service.EnvDuration("NOMINATION_CHECK_INTERVAL", 2*time.Second),
+		"how often the leader ends the nominations of pods a ready node has no room left for (env NOMINATION_CHECK_INTERVAL)")
+	fs.Float64Var(&c.VMMemoryOverhead, "vm-memory-overhead-percent", service.EnvFloat("VM_MEMORY_OVERHEAD_PERCENT", scheduling.VMMemoryOverhead),
+		"share of an instance's memory the hypervisor and kernel keep, as a fraction: 0.075 is 7.5% (env VM_MEMORY_OVERHEAD_PERCENT)")
+	fs.DurationVar(&c.DisruptionInterval, "disruption-interval", service.EnvDuration("DISRUPTION_INTERVAL", 5*time.Second),
+		"how often the leader looks for nodes to consolidate and drifted nodes to replace (env DISRUPTION_INTERVAL)")
 	fs.Float64Var(&c.MinSavings, "consolidation-min-savings", service.EnvFloat("CONSOLIDATION_MIN_SAVINGS", 0.05),
 		"share of the replaced nodes' price a consolidation replacement must save, as a fraction: 0.05 is 5%; deletes need none "+
 			"(env CONSOLIDATION_MIN_SAVINGS; a NodePool's "+minSavingsAnnotation+" annotation, e.g. \"10%\", overrides it)")
-	f.Duration(&c.ReplacementTimeout, "replacement-timeout", "REPLACEMENT_TIMEOUT", 10*time.Minute,
-		"how long a disruption waits for its replacements to initialize and its old node to go before it is abandoned")
-	f.String(&c.FeatureGates, "feature-gates", "FEATURE_GATES", "", "Karpenter's feature gates, e.g. SpotToSpotConsolidation=true")
+	fs.DurationVar(&c.ReplacementTimeout, "replacement-timeout", service.EnvDuration("REPLACEMENT_TIMEOUT", 10*time.Minute),
+		"how long a disruption waits for its replacements to initialize and its old node to go before it is abandoned (env REPLACEMENT_TIMEOUT)")
+	fs.StringVar(&c.FeatureGates, "feature-gates", service.Env("FEATURE_GATES", ""),
+		"Karpenter's feature gates, e.g. SpotToSpotConsolidation=true (env FEATURE_GATES)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

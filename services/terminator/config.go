@@ -28,27 +28,29 @@ type config struct {
 func parseConfig(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("terminator", flag.ContinueOnError)
-	f := c.Register(fs, "127.0.0.1:8084")
-	f.String(&c.ClusterName, "cluster-name", "CLUSTER_NAME", "", "EKS cluster name")
-	f.String(&c.InterruptionQueue, "interruption-queue", "INTERRUPTION_QUEUE", "",
-		"SQS interruption queue name or URL; default the cluster name; \"-\" disables interruption handling")
-	f.String(&c.Region, "region", "AWS_REGION", "us-east-1", "AWS region")
-	f.Int(&c.Workers, "workers", "TERMINATION_WORKERS", 4, "terminations in flight per replica")
-	f.Int(&c.UrgentWorkers, "urgent-workers", "URGENT_TERMINATION_WORKERS", 2,
-		"interruptions in flight per replica, on a consumer of their own so no drain held by a PodDisruptionBudget delays them")
-	f.Duration(&c.Interval, "interval", "DECISION_INTERVAL", 30*time.Second,
+	c.Register(fs, "127.0.0.1:8084")
+	fs.StringVar(&c.ClusterName, "cluster-name", service.Env("CLUSTER_NAME", ""), "EKS cluster name (env CLUSTER_NAME)")
+	fs.StringVar(&c.InterruptionQueue, "interruption-queue", service.Env("INTERRUPTION_QUEUE", ""),
+		"SQS interruption queue name or URL; default the cluster name; \"-\" disables interruption handling (env INTERRUPTION_QUEUE)")
+	fs.StringVar(&c.Region, "region", service.Env("AWS_REGION", "us-east-1"), "AWS region (env AWS_REGION)")
+	fs.IntVar(&c.Workers, "workers", service.EnvInt("TERMINATION_WORKERS", 4), "terminations in flight per replica (env TERMINATION_WORKERS)")
+	fs.IntVar(&c.UrgentWorkers, "urgent-workers", service.EnvInt("URGENT_TERMINATION_WORKERS", 2),
+		"interruptions in flight per replica, on a consumer of their own so no drain held by a PodDisruptionBudget delays them (env URGENT_TERMINATION_WORKERS)")
+	fs.DurationVar(&c.Interval, "interval", service.EnvDuration("DECISION_INTERVAL", 30*time.Second),
 		"emptiness, expiry and deletions are evaluated on every change of nodes, NodeClaims, pods and pools, and when a TTL they know of ends; "+
-			"this is how often they also are regardless, for what no change announces (a budget's schedule opening)")
-	f.Duration(&c.IntentAckWait, "intent-ack-wait", "INTENT_ACK_WAIT", 5*time.Second,
-		"a termination intent whose worker died (stopped sending heartbeats) is redelivered this long after")
-	f.Duration(&c.DrainSlice, "drain-slice", "DRAIN_SLICE", 30*time.Second, "one delivery of a termination intent works this long; a longer drain continues on the redelivery")
-	f.Duration(&c.RegistrationTTL, "registration-ttl", "REGISTRATION_TTL", 15*time.Minute,
-		"terminate a launched instance whose node has not registered by then, and delete its NodeClaim")
-	f.Duration(&c.GCInterval, "gc-interval", "GC_INTERVAL", time.Minute, "how often to look for instances no NodeClaim owns")
-	f.Duration(&c.GCGrace, "gc-grace", "GC_GRACE", 2*time.Minute, "an instance younger than this is never garbage-collected: its claim may be about to record it")
-	f.Duration(&c.ResumeAfter, "resume-after", "RESUME_AFTER", 5*time.Minute,
-		"a deleting NodeClaim whose termination shows no progress this long (its intent aged out of the stream, was dead-lettered or purged) is published again")
-	f.Duration(&c.SQSWait, "sqs-wait", "SQS_WAIT", 20*time.Second, "SQS long-poll wait, at most 20s")
+			"this is how often they also are regardless, for what no change announces (a budget's schedule opening) (env DECISION_INTERVAL)")
+	fs.DurationVar(&c.IntentAckWait, "intent-ack-wait", service.EnvDuration("INTENT_ACK_WAIT", 5*time.Second),
+		"a termination intent whose worker died (stopped sending heartbeats) is redelivered this long after (env INTENT_ACK_WAIT)")
+	fs.DurationVar(&c.DrainSlice, "drain-slice", service.EnvDuration("DRAIN_SLICE", 30*time.Second),
+		"one delivery of a termination intent works this long; a longer drain continues on the redelivery (env DRAIN_SLICE)")
+	fs.DurationVar(&c.RegistrationTTL, "registration-ttl", service.EnvDuration("REGISTRATION_TTL", 15*time.Minute),
+		"terminate a launched instance whose node has not registered by then, and delete its NodeClaim (env REGISTRATION_TTL)")
+	fs.DurationVar(&c.GCInterval, "gc-interval", service.EnvDuration("GC_INTERVAL", time.Minute), "how often to look for instances no NodeClaim owns (env GC_INTERVAL)")
+	fs.DurationVar(&c.GCGrace, "gc-grace", service.EnvDuration("GC_GRACE", 2*time.Minute),
+		"an instance younger than this is never garbage-collected: its claim may be about to record it (env GC_GRACE)")
+	fs.DurationVar(&c.ResumeAfter, "resume-after", service.EnvDuration("RESUME_AFTER", 5*time.Minute),
+		"a deleting NodeClaim whose termination shows no progress this long (its intent aged out of the stream, was dead-lettered or purged) is published again (env RESUME_AFTER)")
+	fs.DurationVar(&c.SQSWait, "sqs-wait", service.EnvDuration("SQS_WAIT", 20*time.Second), "SQS long-poll wait, at most 20s (env SQS_WAIT)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
