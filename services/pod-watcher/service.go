@@ -353,7 +353,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		pendingPods: f.Gauge("fleetwright_pending_pods", "Pods in the last published window (all its batches): pending and not yet nominated to a NodeClaim."),
 		nominationsExpired: f.Counter("fleetwright_pod_watcher_nominations_expired_total",
 			"Times a pending pod was offered again because its nomination ended (claim gone, or its node ready without room for it)."),
-		podsTooLarge: f.Counter("fleetwright_pod_watcher_pods_too_large_total",
-			"Pending pods not offered because their projection alone exceeds the NATS server's max_payload."),
+		podsTooLarge: f.Counter("fleetwright_pod_watcher_pods_too_large_total", "Pending pods not offered because their projection alone exceeds the NATS server's max_payload."),
 	}
 }
