@@ -31,15 +31,12 @@ type EC2API interface {
 	DescribeSpotPriceHistory(context.Context, *ec2.DescribeSpotPriceHistoryInput, ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error)
 }
 
-// pager is an AWS SDK paginator (ec2.NewDescribeSubnetsPaginator's and the like), whose pages
-// are T and whose client options are O.
-type pager[T, O any] interface {
+// pages yields each page of an AWS SDK paginator (ec2.NewDescribeSubnetsPaginator's and the
+// like: pages T, client options O) in turn; an error is yielded once, and ends them.
+func pages[T, O any](ctx context.Context, p interface {
 	HasMorePages() bool
 	NextPage(context.Context, ...func(*O)) (T, error)
-}
-
-// pages yields each page of p in turn; an error is yielded once, and ends them.
-func pages[T, O any](ctx context.Context, p pager[T, O]) iter.Seq2[T, error] {
+}) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
