@@ -110,26 +110,20 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	}
 
 	committed := claim != nil && claim.DeletionTimestamp != nil
-	if !committed && blocksOnDoNotDisrupt(in) {
-		if why, err := e.blocker(ctx, in, node); err != nil || why != "" {
-			if err != nil {
-				return res, err
-			}
-			return e.abandon(ctx, node, res, why, log)
-		}
+	if why, err := e.blocker(ctx, in, node, committed); err != nil {
+		return res, err
+	} else if why != "" {
+		return e.abandon(ctx, node, res, why, log)
 	}
 	if node != nil {
 		if err := e.taint(ctx, node, in, log); err != nil {
 			return res, err
 		}
-		if !committed && blocksOnDoNotDisrupt(in) {
-			// A pod may have been bound just before the taint: look again now nothing new can land.
-			if why, err := e.blocker(ctx, in, node); err != nil || why != "" {
-				if err != nil {
-					return res, err
-				}
-				return e.abandon(ctx, node, res, why, log)
-			}
+		// A pod may have been bound just before the taint: look again now nothing new can land.
+		if why, err := e.blocker(ctx, in, node, committed); err != nil {
+			return res, err
+		} else if why != "" {
+			return e.abandon(ctx, node, res, why, log)
 		}
 	}
 	if claim != nil && !committed {
@@ -266,9 +260,10 @@ func (e *executor) claim(ctx context.Context, name string) (*karpv1.NodeClaim, e
 }
 
 // blocker says, in words, why a voluntary intent must not go ahead now: a do-not-disrupt
-// node or pod, or, for emptiness, a pod that arrived since the decision.
-func (e *executor) blocker(ctx context.Context, in *terminationv1.TerminationIntent, node *corev1.Node) (string, error) {
-	if node == nil {
+// node or pod, or, for emptiness, a pod that arrived since the decision. Nothing holds back an
+// intent blocksOnDoNotDisrupt lets go, nor one whose claim is committed (being deleted).
+func (e *executor) blocker(ctx context.Context, in *terminationv1.TerminationIntent, node *corev1.Node, committed bool) (string, error) {
+	if node == nil || committed || !blocksOnDoNotDisrupt(in) {
 		return "", nil
 	}
 	if node.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
