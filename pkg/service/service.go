@@ -16,9 +16,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -348,13 +349,8 @@ func envParse[T any](key string, def T, parse func(string) (T, error)) T {
 func EnvError() error {
 	envErrors.Lock()
 	defer envErrors.Unlock()
-	keys := make([]string, 0, len(envErrors.byKey))
-	for k := range envErrors.byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	errs := make([]error, 0, len(keys))
-	for _, k := range keys {
+	errs := make([]error, 0, len(envErrors.byKey))
+	for _, k := range slices.Sorted(maps.Keys(envErrors.byKey)) {
 		errs = append(errs, envErrors.byKey[k])
 	}
 	return errors.Join(errs...)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -26,12 +25,7 @@ type selectorTerm struct {
 // filters turns a term into EC2 filters; "*" as a tag value means "the tag exists".
 func (t selectorTerm) filters() []ec2types.Filter {
 	var fs []ec2types.Filter
-	keys := make([]string, 0, len(t.Tags))
-	for k := range t.Tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(t.Tags)) {
 		if v := t.Tags[k]; v == "*" {
 			fs = append(fs, ec2types.Filter{Name: aws.String("tag-key"), Values: []string{k}})
 		} else {
