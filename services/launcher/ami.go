@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -311,10 +313,7 @@ func (r *resolver) images(ctx context.Context, terms []amiTerm, k8sMinor string)
 				}
 			}
 		}
-		out := make([]image, 0, len(best))
-		for _, im := range best {
-			out = append(out, im)
-		}
+		out := slices.Collect(maps.Values(best))
 		if len(out) == 0 {
 			// Not remembered: a parameter or image made now is found on the next try.
 			why := ""
