@@ -11,8 +11,10 @@
 package offerings
 
 import (
+	"cmp"
 	"context"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,25 +30,21 @@ import (
 // DefaultTTL applies to an OfferingUnavailable that names no expiry or TTL.
 const DefaultTTL = 3 * time.Minute
 
-// CapacityTypeName is the well-known label value of a capacity type ("spot", "on-demand"); empty
-// for an unspecified one.
-func CapacityTypeName(ct commonv1.CapacityType) string {
-	switch ct {
-	case commonv1.CapacityType_CAPACITY_TYPE_SPOT:
-		return scheduling.CapacityTypeSpot
-	case commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND:
-		return scheduling.CapacityTypeOnDemand
-	}
-	return ""
+// capacityTypeNames are the well-known label values of the capacity types ("spot", "on-demand").
+var capacityTypeNames = map[commonv1.CapacityType]string{
+	commonv1.CapacityType_CAPACITY_TYPE_SPOT:      scheduling.CapacityTypeSpot,
+	commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND: scheduling.CapacityTypeOnDemand,
 }
+
+// CapacityTypeName is the well-known label value of a capacity type; empty for an unspecified one.
+func CapacityTypeName(ct commonv1.CapacityType) string { return capacityTypeNames[ct] }
 
 // CapacityType is the enum of a capacity-type label value; UNSPECIFIED for anything else.
 func CapacityType(name string) commonv1.CapacityType {
-	switch name {
-	case scheduling.CapacityTypeSpot:
-		return commonv1.CapacityType_CAPACITY_TYPE_SPOT
-	case scheduling.CapacityTypeOnDemand:
-		return commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND
+	for ct, n := range capacityTypeNames {
+		if n == name {
+			return ct
+		}
 	}
 	return commonv1.CapacityType_CAPACITY_TYPE_UNSPECIFIED
 }
@@ -131,22 +129,9 @@ func Expiry(o *launchv1.OfferingUnavailable, now time.Time) time.Time {
 
 // Current returns the offerings to avoid now, in a stable order, and forgets expired ones.
 func (u *Unavailable) Current() []scheduling.OfferingKey {
-	set := u.Set()
-	out := make([]scheduling.OfferingKey, 0, len(set))
-	for k := range set {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.InstanceType != b.InstanceType {
-			return a.InstanceType < b.InstanceType
-		}
-		if a.Zone != b.Zone {
-			return a.Zone < b.Zone
-		}
-		return a.CapacityType < b.CapacityType
+	return slices.SortedFunc(maps.Keys(u.Set()), func(a, b scheduling.OfferingKey) int {
+		return cmp.Or(cmp.Compare(a.InstanceType, b.InstanceType), cmp.Compare(a.Zone, b.Zone), cmp.Compare(a.CapacityType, b.CapacityType))
 	})
-	return out
 }
 
 // Set returns the offerings to avoid now, and forgets expired ones.

@@ -1,10 +1,12 @@
 // Package service is the skeleton the four Fleetwright services share, so they read alike:
 //
 //	main()  ──> service.Main(name, run)        signals → context, exit code, one error line
-//	run()   ──> flags (Common.Register + own)  every flag has an environment fallback
+//	run = service.Runner(name, parse, serve):
+//	        ──> parse: flags (Common.Register  every flag has an environment fallback
+//	            + the service's own)
 //	        ──> service.Start(ctx, Options)    logger, tracing, admin port, NATS, kube client
-//	        ──> the service's own loop         consumers, informers, pollers
-//	        ──> rt.Close(ctx)                  stop pulling, drain NATS, flush traces
+//	        ──> serve: the service's own loop  consumers, informers, pollers
+//	        ──> rt.Shutdown()                  stop pulling, drain NATS, flush traces
 //
 // Nothing here knows what a service does; it only wires the parts every one of them needs.
 package service
@@ -14,9 +16,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -257,6 +260,28 @@ func (rt *Runtime) Shutdown() {
 	rt.Close(ctx)
 }
 
+// Config is a service's configuration: a struct that embeds Common.
+type Config interface{ common() Common }
+
+func (c Common) common() Common { return c }
+
+// Runner is a service's run, as Main takes it: parse reads its flags, Start wires its Runtime
+// (with Kubernetes) and serve runs the service on it; the Runtime is shut down when serve returns.
+func Runner[C Config](name string, parse func([]string) (C, error), serve func(context.Context, C, *Runtime) error) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		cfg, err := parse(args)
+		if err != nil {
+			return err
+		}
+		rt, err := Start(ctx, Options{Name: name, Common: cfg.common(), Kube: true})
+		if err != nil {
+			return err
+		}
+		defer rt.Shutdown()
+		return serve(ctx, cfg, rt)
+	}
+}
+
 // Main runs a service: SIGINT/SIGTERM cancel the context run gets, and an error ends the
 // process with one line on stderr and exit code 1.
 func Main(name string, run func(ctx context.Context, args []string) error) {
@@ -324,13 +349,8 @@ func envParse[T any](key string, def T, parse func(string) (T, error)) T {
 func EnvError() error {
 	envErrors.Lock()
 	defer envErrors.Unlock()
-	keys := make([]string, 0, len(envErrors.byKey))
-	for k := range envErrors.byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	errs := make([]error, 0, len(keys))
-	for _, k := range keys {
+	errs := make([]error, 0, len(envErrors.byKey))
+	for _, k := range slices.Sorted(maps.Keys(envErrors.byKey)) {
 		errs = append(errs, envErrors.byKey[k])
 	}
 	return errors.Join(errs...)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -295,16 +297,14 @@ func (r *resolver) queries(ctx context.Context, terms []amiTerm, k8sMinor string
 // images resolves the terms to the newest image of each architecture and variant, sorted so
 // that the better image of two that serve a type comes first.
 func (r *resolver) images(ctx context.Context, terms []amiTerm, k8sMinor string) ([]image, error) {
-	v, err := r.remember(fmt.Sprintf("amis/%s/%v", k8sMinor, terms), func() (any, error) {
+	return remember(r, fmt.Sprintf("amis/%s/%v", k8sMinor, terms), func() ([]image, error) {
 		qs, unresolved, err := r.queries(ctx, terms, k8sMinor)
 		if err != nil {
 			return nil, err
 		}
 		best := map[imageKey]image{}
 		for _, q := range qs {
-			p := ec2.NewDescribeImagesPaginator(r.api, q.in)
-			for p.HasMorePages() {
-				page, err := p.NextPage(ctx)
+			for page, err := range pages(ctx, ec2.NewDescribeImagesPaginator(r.api, q.in)) {
 				if err != nil {
 					return nil, fmt.Errorf("describing images: %w", err)
 				}
@@ -313,10 +313,7 @@ func (r *resolver) images(ctx context.Context, terms []amiTerm, k8sMinor string)
 				}
 			}
 		}
-		out := make([]image, 0, len(best))
-		for _, im := range best {
-			out = append(out, im)
-		}
+		out := slices.Collect(maps.Values(best))
 		if len(out) == 0 {
 			// Not remembered: a parameter or image made now is found on the next try.
 			why := ""
@@ -328,10 +325,6 @@ func (r *resolver) images(ctx context.Context, terms []amiTerm, k8sMinor string)
 		sort.Slice(out, func(i, j int) bool { return out[i].better(out[j]) })
 		return out, nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return v.([]image), nil
 }
 
 // consider keeps an image described by EC2 as the best of its architecture and each variant

@@ -84,9 +84,7 @@ func (b catalogBuilder) build(ctx context.Context) (*catalogv1.Catalog, error) {
 
 func (b catalogBuilder) instanceTypes(ctx context.Context) ([]ec2types.InstanceTypeInfo, error) {
 	var all []ec2types.InstanceTypeInfo
-	p := ec2.NewDescribeInstanceTypesPaginator(b.api, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(100)})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	for page, err := range pages(ctx, ec2.NewDescribeInstanceTypesPaginator(b.api, &ec2.DescribeInstanceTypesInput{MaxResults: aws.Int32(100)})) {
 		if err != nil {
 			return nil, fmt.Errorf("describing instance types: %w", err)
 		}
@@ -101,8 +99,7 @@ func (b catalogBuilder) offerings(ctx context.Context) (map[string][]string, err
 	p := ec2.NewDescribeInstanceTypeOfferingsPaginator(b.api, &ec2.DescribeInstanceTypeOfferingsInput{
 		LocationType: ec2types.LocationTypeAvailabilityZone, MaxResults: aws.Int32(1000),
 	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	for page, err := range pages(ctx, p) {
 		if err != nil {
 			return nil, fmt.Errorf("describing instance type offerings: %w", err)
 		}
@@ -126,8 +123,7 @@ func (b catalogBuilder) spotPrices(ctx context.Context) (map[string]float64, err
 		StartTime:           aws.Time(b.now()),
 		MaxResults:          aws.Int32(1000),
 	})
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	for page, err := range pages(ctx, p) {
 		if err != nil {
 			return nil, fmt.Errorf("describing spot price history: %w", err)
 		}

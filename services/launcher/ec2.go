@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -28,6 +29,22 @@ type EC2API interface {
 	// CreateTags tags instances launched by Karpenter v0.2x with their adopted claim (legacy.go).
 	CreateTags(context.Context, *ec2.CreateTagsInput, ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error)
 	DescribeSpotPriceHistory(context.Context, *ec2.DescribeSpotPriceHistoryInput, ...func(*ec2.Options)) (*ec2.DescribeSpotPriceHistoryOutput, error)
+}
+
+// pages yields each page of an AWS SDK paginator (ec2.NewDescribeSubnetsPaginator's and the
+// like: pages T, client options O) in turn; an error is yielded once, and ends them.
+func pages[T, O any](ctx context.Context, p interface {
+	HasMorePages() bool
+	NextPage(context.Context, ...func(*O)) (T, error)
+}) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if !yield(page, err) || err != nil {
+				return
+			}
+		}
+	}
 }
 
 // Offering is one pool: instance type × zone × capacity type ("spot" or "on-demand").

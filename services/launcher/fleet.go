@@ -7,7 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -251,13 +252,8 @@ func (r fleetRequest) subnetOf(zone string) string {
 }
 
 func tagSpecs(tags map[string]string, kinds ...ec2types.ResourceType) []ec2types.TagSpecification {
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	list := make([]ec2types.Tag, 0, len(keys))
-	for _, k := range keys {
+	list := make([]ec2types.Tag, 0, len(tags))
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
 		list = append(list, ec2types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
 	}
 	specs := make([]ec2types.TagSpecification, 0, len(kinds))

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,12 +86,12 @@ func (m *fleetMetrics) observe(pools []*karpv1.NodePool, launched map[string]cor
 		if use == nil {
 			use = corev1.ResourceList{nodesResource: {}}
 		}
-		for _, name := range sortedNames(use) {
+		for _, name := range slices.Sorted(maps.Keys(use)) {
 			q := use[name]
 			out = append(out, prometheus.MustNewConstMetric(m.usage, prometheus.GaugeValue, q.AsApproximateFloat64(), np.Name, string(name)))
 		}
 		limits := corev1.ResourceList(np.Spec.Limits)
-		for _, name := range sortedNames(limits) {
+		for _, name := range slices.Sorted(maps.Keys(limits)) {
 			q := limits[name]
 			out = append(out, prometheus.MustNewConstMetric(m.limit, prometheus.GaugeValue, q.AsApproximateFloat64(), np.Name, string(name)))
 		}
@@ -107,7 +108,7 @@ func (m *fleetMetrics) observe(pools []*karpv1.NodePool, launched map[string]cor
 		if nc.Status.NodeName == "" {
 			continue
 		}
-		for _, name := range sortedNames(nc.Status.Allocatable) {
+		for _, name := range slices.Sorted(maps.Keys(nc.Status.Allocatable)) {
 			q := nc.Status.Allocatable[name]
 			out = append(out, prometheus.MustNewConstMetric(m.allocatable, prometheus.GaugeValue, q.AsApproximateFloat64(),
 				nc.Status.NodeName, nc.Name, pool, string(name), it, ct, zone))
@@ -116,13 +117,4 @@ func (m *fleetMetrics) observe(pools []*karpv1.NodePool, launched map[string]cor
 	m.mu.Lock()
 	m.samples = out
 	m.mu.Unlock()
-}
-
-func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
-	out := make([]corev1.ResourceName, 0, len(l))
-	for name := range l {
-		out = append(out, name)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetwright/fleetwright/pkg/faultpoint"
-
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -22,6 +20,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
 	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/subject"

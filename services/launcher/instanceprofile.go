@@ -204,10 +204,8 @@ func (p *instanceProfiles) collect(ctx context.Context, classes map[string]bool)
 	for class := range classes {
 		keep[p.name(class)] = true
 	}
-	pages := iam.NewListInstanceProfilesPaginator(p.api, &iam.ListInstanceProfilesInput{PathPrefix: aws.String(p.path())})
 	deleted := 0
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
+	for page, err := range pages(ctx, iam.NewListInstanceProfilesPaginator(p.api, &iam.ListInstanceProfilesInput{PathPrefix: aws.String(p.path())})) {
 		if err != nil {
 			return deleted, fmt.Errorf("listing instance profiles: %w", err)
 		}

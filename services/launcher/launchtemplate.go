@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -71,12 +73,7 @@ func (s templateSpec) name() string {
 	sgs := append([]string(nil), s.SecurityGroupIDs...)
 	sort.Strings(sgs)
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s\x00%s", s.ClusterName, s.NodeClass, s.ImageID, strings.Join(sgs, ","), s.UserData, s.InstanceProfile)
-	keys := make([]string, 0, len(s.Tags))
-	for k := range s.Tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(s.Tags)) {
 		fmt.Fprintf(h, "\x00%s=%s", k, s.Tags[k])
 	}
 	for _, d := range s.BlockDevices {
@@ -185,8 +182,7 @@ func (t *templates) collect(ctx context.Context, cluster string, classes map[str
 		{Name: aws.String("tag-key"), Values: []string{classTag}},
 	}})
 	deleted := 0
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
+	for page, err := range pages(ctx, p) {
 		if err != nil {
 			return deleted, fmt.Errorf("describing launch templates: %w", err)
 		}

@@ -20,4 +20,7 @@ package main
 
 import "github.com/fleetwright/fleetwright/pkg/service"
 
+// run is main's work, which the tests run too.
+var run = service.Runner("launcher", parseConfig, serve)
+
 func main() { service.Main("launcher", run) }

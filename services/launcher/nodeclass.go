@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,12 +25,7 @@ type selectorTerm struct {
 // filters turns a term into EC2 filters; "*" as a tag value means "the tag exists".
 func (t selectorTerm) filters() []ec2types.Filter {
 	var fs []ec2types.Filter
-	keys := make([]string, 0, len(t.Tags))
-	for k := range t.Tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(t.Tags)) {
 		if v := t.Tags[k]; v == "*" {
 			fs = append(fs, ec2types.Filter{Name: aws.String("tag-key"), Values: []string{k}})
 		} else {
@@ -36,6 +33,14 @@ func (t selectorTerm) filters() []ec2types.Filter {
 		}
 	}
 	return fs
+}
+
+// ids is the term's id as a Describe call takes ids; none without one.
+func (t selectorTerm) ids() []string {
+	if t.ID == "" {
+		return nil
+	}
+	return []string{t.ID}
 }
 
 // resolver answers the node class's selector terms from EC2 (and SSM, for AMI aliases and
@@ -59,16 +64,18 @@ func newResolver(api EC2API, ssmAPI SSMAPI, ttl time.Duration, now func() time.T
 	return &resolver{api: api, ssm: ssmAPI, ttl: ttl, now: now, cache: map[string]cached{}}
 }
 
-func (r *resolver) remember(key string, load func() (any, error)) (any, error) {
+// remember answers key from the cache while its answer is younger than ttl, else with load,
+// whose answer it keeps (an error it does not).
+func remember[T any](r *resolver, key string, load func() (T, error)) (T, error) {
 	r.mu.Lock()
 	c, ok := r.cache[key]
 	r.mu.Unlock()
 	if ok && r.now().Sub(c.at) < r.ttl {
-		return c.value, nil
+		return c.value.(T), nil
 	}
 	v, err := load()
 	if err != nil {
-		return nil, err
+		return v, err
 	}
 	r.mu.Lock()
 	r.cache[key] = cached{at: r.now(), value: v}
@@ -76,21 +83,29 @@ func (r *resolver) remember(key string, load func() (any, error)) (any, error) {
 	return v, nil
 }
 
+// resolveTerms answers selector terms as remember does, under kind/terms; an answer of nothing
+// is the error none (followed by the terms).
+func resolveTerms[T any](r *resolver, kind string, terms []selectorTerm, none string, load func() ([]T, error)) ([]T, error) {
+	found, err := remember(r, fmt.Sprintf("%s/%v", kind, terms), load)
+	if err != nil {
+		return nil, err
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("%s %v", none, terms)
+	}
+	return found, nil
+}
+
 // subnets resolves subnet selector terms to every subnet they match, by zone and, within a
 // zone, the most free addresses first (the order Karpenter prefers them in; bestPerZone picks
 // the one a launch uses). The node class's status lists them all: an instance in any of them is
 // in a subnet of its class (SubnetDrift).
 func (r *resolver) subnets(ctx context.Context, terms []selectorTerm) ([]subnet, error) {
-	v, err := r.remember(fmt.Sprintf("subnets/%v", terms), func() (any, error) {
+	return resolveTerms(r, "subnets", terms, "no subnet matches the node class's subnet selector terms", func() ([]subnet, error) {
 		byID := map[string]subnet{}
 		for _, t := range terms {
-			in := &ec2.DescribeSubnetsInput{Filters: t.filters()}
-			if t.ID != "" {
-				in.SubnetIds = []string{t.ID}
-			}
-			p := ec2.NewDescribeSubnetsPaginator(r.api, in)
-			for p.HasMorePages() {
-				page, err := p.NextPage(ctx)
+			in := &ec2.DescribeSubnetsInput{Filters: t.filters(), SubnetIds: t.ids()}
+			for page, err := range pages(ctx, ec2.NewDescribeSubnetsPaginator(r.api, in)) {
 				if err != nil {
 					return nil, fmt.Errorf("describing subnets: %w", err)
 				}
@@ -101,30 +116,10 @@ func (r *resolver) subnets(ctx context.Context, terms []selectorTerm) ([]subnet,
 				}
 			}
 		}
-		out := make([]subnet, 0, len(byID))
-		for _, s := range byID {
-			out = append(out, s)
-		}
-		sort.Slice(out, func(i, j int) bool {
-			a, b := out[i], out[j]
-			if a.Zone != b.Zone {
-				return a.Zone < b.Zone
-			}
-			if a.FreeIPs != b.FreeIPs {
-				return a.FreeIPs > b.FreeIPs
-			}
-			return a.ID < b.ID
-		})
-		return out, nil
+		return slices.SortedFunc(maps.Values(byID), func(a, b subnet) int {
+			return cmp.Or(cmp.Compare(a.Zone, b.Zone), cmp.Compare(b.FreeIPs, a.FreeIPs), cmp.Compare(a.ID, b.ID))
+		}), nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	subnets := v.([]subnet)
-	if len(subnets) == 0 {
-		return nil, fmt.Errorf("no subnet matches the node class's subnet selector terms %v", terms)
-	}
-	return subnets, nil
 }
 
 // bestPerZone keeps the first subnet of each zone of subnets as resolver.subnets orders them:
@@ -143,19 +138,14 @@ func bestPerZone(subnets []subnet) []subnet {
 
 // securityGroups resolves security-group selector terms to ids.
 func (r *resolver) securityGroups(ctx context.Context, terms []selectorTerm) ([]string, error) {
-	v, err := r.remember(fmt.Sprintf("sgs/%v", terms), func() (any, error) {
+	return resolveTerms(r, "sgs", terms, "no security group matches the node class's selector terms", func() ([]string, error) {
 		ids := map[string]bool{}
 		for _, t := range terms {
-			in := &ec2.DescribeSecurityGroupsInput{Filters: t.filters()}
-			if t.ID != "" {
-				in.GroupIds = []string{t.ID}
-			}
+			in := &ec2.DescribeSecurityGroupsInput{Filters: t.filters(), GroupIds: t.ids()}
 			if t.Name != "" {
 				in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("group-name"), Values: []string{t.Name}})
 			}
-			p := ec2.NewDescribeSecurityGroupsPaginator(r.api, in)
-			for p.HasMorePages() {
-				page, err := p.NextPage(ctx)
+			for page, err := range pages(ctx, ec2.NewDescribeSecurityGroupsPaginator(r.api, in)) {
 				if err != nil {
 					return nil, fmt.Errorf("describing security groups: %w", err)
 				}
@@ -164,19 +154,6 @@ func (r *resolver) securityGroups(ctx context.Context, terms []selectorTerm) ([]
 				}
 			}
 		}
-		out := make([]string, 0, len(ids))
-		for id := range ids {
-			out = append(out, id)
-		}
-		sort.Strings(out)
-		return out, nil
+		return slices.Sorted(maps.Keys(ids)), nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	sgs := v.([]string)
-	if len(sgs) == 0 {
-		return nil, fmt.Errorf("no security group matches the node class's selector terms %v", terms)
-	}
-	return sgs, nil
 }

@@ -23,16 +23,8 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/subject"
 )
 
-func run(ctx context.Context, args []string) error {
-	cfg, err := parseConfig(args)
-	if err != nil {
-		return err
-	}
-	rt, err := service.Start(ctx, service.Options{Name: "launcher", Common: cfg.Common, Kube: true})
-	if err != nil {
-		return err
-	}
-	defer rt.Shutdown()
+// serve wires the AWS clients, the caches and the catalog to rt and launches until ctx ends.
+func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region))
 	if err != nil {
 		return fmt.Errorf("loading AWS configuration: %w", err)

@@ -10,4 +10,7 @@ package main
 
 import "github.com/fleetwright/fleetwright/pkg/service"
 
+// run is main's work, which the tests run too.
+var run = service.Runner("pod-watcher", parseConfig, serve)
+
 func main() { service.Main("pod-watcher", run) }

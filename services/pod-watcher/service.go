@@ -25,23 +25,6 @@ import (
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 )
 
-func run(ctx context.Context, args []string) error {
-	cfg, err := parseConfig(args)
-	if err != nil {
-		return err
-	}
-	rt, err := service.Start(ctx, service.Options{Name: "pod-watcher", Common: cfg.Common, Kube: true})
-	if err != nil {
-		return err
-	}
-	defer rt.Shutdown()
-	w, err := newWatcher(cfg, rt)
-	if err != nil {
-		return err
-	}
-	return w.run(ctx)
-}
-
 // watcher owns the informers and the batching window.
 type watcher struct {
 	cfg     config
@@ -64,24 +47,25 @@ type watcher struct {
 	now  func() time.Time
 }
 
-func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
+// serve builds the watcher on rt (informers, batching window) and runs it until ctx ends.
+func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	w := &watcher{cfg: cfg, rt: rt, metrics: newMetrics(rt.Registry), batcher: newBatcher(cfg.BatchIdle, cfg.BatchMax, cfg.Resync),
 		ends: map[string]time.Time{}, seen: map[string]podproj.Nomination{}, wake: make(chan struct{}, 1), now: time.Now}
 	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
 	if err != nil {
-		return nil, fmt.Errorf("creating dynamic client: %w", err)
+		return fmt.Errorf("creating dynamic client: %w", err)
 	}
 	// Only unbound pods can be pending: the field selector keeps the cache small.
 	if w.cluster, err = clusterstate.New(rt.Kube, dyn, clusterstate.Want{Pods: clusterstate.UnboundPods, Volumes: true, NodeClaims: true},
 		rt.Log); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := w.cluster.Pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { w.observe(o) },
 		UpdateFunc: func(_, o any) { w.observe(o) },
 		DeleteFunc: func(o any) { w.forget(o) },
 	}); err != nil {
-		return nil, fmt.Errorf("watching pods: %w", err)
+		return fmt.Errorf("watching pods: %w", err)
 	}
 	// A NodeClaim that appears, goes away, starts being deleted, gets a ready node, or records
 	// nominations (new or ended) changes the fate of the pods nominated to it: look at them again.
@@ -110,10 +94,10 @@ func newWatcher(cfg config, rt *service.Runtime) (*watcher, error) {
 			}
 		},
 	}); err != nil {
-		return nil, fmt.Errorf("watching nodeclaims: %w", err)
+		return fmt.Errorf("watching nodeclaims: %w", err)
 	}
 	rt.Admin.AddReadiness("informers", w.cluster.Ready)
-	return w, nil
+	return w.run(ctx)
 }
 
 func (w *watcher) run(ctx context.Context) error {
@@ -362,18 +346,13 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_batches_total",
-			Help: "Pending-pod batches by outcome (published, error)."}, []string{"outcome"}),
-		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetwright_pod_watcher_batch_size",
-			Help: "Pods per published batch.", Buckets: prometheus.ExponentialBuckets(1, 4, 8)}),
-		pendingPods: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetwright_pending_pods",
-			Help: "Pods in the last published window (all its batches): pending and not yet nominated to a NodeClaim."}),
-		nominationsExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_nominations_expired_total",
-			Help: "Times a pending pod was offered again because its nomination ended (claim gone, or its node ready without room for it)."}),
+	f := service.Metrics{Reg: reg}
+	return &metrics{
+		batches:     f.CounterVec("fleetwright_pod_watcher_batches_total", "Pending-pod batches by outcome (published, error).", "outcome"),
+		batchSize:   f.Histogram("fleetwright_pod_watcher_batch_size", "Pods per published batch.", prometheus.ExponentialBuckets(1, 4, 8)),
+		pendingPods: f.Gauge("fleetwright_pending_pods", "Pods in the last published window (all its batches): pending and not yet nominated to a NodeClaim."),
+		nominationsExpired: f.Counter("fleetwright_pod_watcher_nominations_expired_total",
+			"Times a pending pod was offered again because its nomination ended (claim gone, or its node ready without room for it)."),
+		podsTooLarge: f.Counter("fleetwright_pod_watcher_pods_too_large_total", "Pending pods not offered because their projection alone exceeds the NATS server's max_payload."),
 	}
-	m.podsTooLarge = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_pod_watcher_pods_too_large_total",
-		Help: "Pending pods not offered because their projection alone exceeds the NATS server's max_payload."})
-	reg.MustRegister(m.batches, m.batchSize, m.pendingPods, m.nominationsExpired, m.podsTooLarge)
-	return m
 }

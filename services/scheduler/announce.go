@@ -74,7 +74,7 @@ func share(rec decision) float64 {
 func decisionMessage(kind terminationv1.DisruptionDecisionKind, claims []*karpv1.NodeClaim, rec decision, why string,
 	savings float64,
 ) *terminationv1.DisruptionDecision {
-	m := &terminationv1.DisruptionDecision{Kind: kind, Reason: terminationReason(rec.Reason), Why: why, SavingsUsdPerHour: savings,
+	m := &terminationv1.DisruptionDecision{Kind: kind, Reason: terminationReasons[rec.Reason], Why: why, SavingsUsdPerHour: savings,
 		DecidedAt: timestamppb.New(rec.DecidedAt), ReplacementNodeClaimNames: rec.Replacements}
 	switch rec.Action {
 	case "Delete":
@@ -105,15 +105,9 @@ func decisionMessage(kind terminationv1.DisruptionDecisionKind, claims []*karpv1
 	return m
 }
 
-// terminationReason is the wire form of a disruption reason.
-func terminationReason(r karpv1.DisruptionReason) commonv1.TerminationReason {
-	switch r {
-	case karpv1.DisruptionReasonUnderutilized:
-		return commonv1.TerminationReason_TERMINATION_REASON_UNDERUTILIZED
-	case karpv1.DisruptionReasonDrifted:
-		return commonv1.TerminationReason_TERMINATION_REASON_DRIFTED
-	case karpv1.DisruptionReasonEmpty:
-		return commonv1.TerminationReason_TERMINATION_REASON_EMPTY
-	}
-	return commonv1.TerminationReason_TERMINATION_REASON_UNSPECIFIED
+// terminationReasons are the wire forms of the disruption reasons; any other is UNSPECIFIED.
+var terminationReasons = map[karpv1.DisruptionReason]commonv1.TerminationReason{
+	karpv1.DisruptionReasonUnderutilized: commonv1.TerminationReason_TERMINATION_REASON_UNDERUTILIZED,
+	karpv1.DisruptionReasonDrifted:       commonv1.TerminationReason_TERMINATION_REASON_DRIFTED,
+	karpv1.DisruptionReasonEmpty:         commonv1.TerminationReason_TERMINATION_REASON_EMPTY,
 }

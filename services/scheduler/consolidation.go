@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -224,13 +226,8 @@ func (s *scheduler) replaceDrifted(ctx context.Context, st *disruptionState) err
 			byPool[claimPool(nc)] = append(byPool[claimPool(nc)], nc)
 		}
 	}
-	pools := make([]string, 0, len(byPool))
-	for p := range byPool {
-		pools = append(pools, p)
-	}
-	sort.Strings(pools)
 	var errs []error
-	for _, pool := range pools {
+	for _, pool := range slices.Sorted(maps.Keys(byPool)) {
 		claims := byPool[pool]
 		sort.Slice(claims, func(i, j int) bool {
 			if !claims[i].CreationTimestamp.Equal(&claims[j].CreationTimestamp) {

@@ -312,19 +312,10 @@ func (s *scheduler) annotateClaim(ctx context.Context, name, key, value string) 
 	if err != nil {
 		return err
 	}
-	wctx, done, err := s.fence(ctx, "nodeclaim_annotation")
-	if err != nil {
+	return s.writeClaim(ctx, "nodeclaim_annotation", "annotating nodeclaim "+name, false, func(wctx context.Context) error {
+		_, err := s.claims.Patch(wctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
-	}
-	defer done()
-	_, err = s.claims.Patch(wctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("annotating nodeclaim %s: %w", name, err)
-	}
-	return nil
+	})
 }
 
 // setCondition sets (or, with remove, removes) a condition on a NodeClaim's status, from the
@@ -342,17 +333,27 @@ func (s *scheduler) setCondition(ctx context.Context, nc *karpv1.NodeClaim, c me
 	if err != nil {
 		return err
 	}
-	wctx, done, err := s.fence(ctx, "nodeclaim_condition")
+	doing := fmt.Sprintf("updating the %s condition of nodeclaim %s", c.Type, nc.Name)
+	return s.writeClaim(ctx, "nodeclaim_condition", doing, true, func(wctx context.Context) error {
+		_, err := s.claims.UpdateStatus(wctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// writeClaim makes one write to a NodeClaim under fence(write). A claim gone since is no error,
+// nor, with changedOK, one changed since; any other is wrapped as doing.
+func (s *scheduler) writeClaim(ctx context.Context, write, doing string, changedOK bool, w func(context.Context) error) error {
+	wctx, done, err := s.fence(ctx, write)
 	if err != nil {
 		return err
 	}
 	defer done()
-	_, err = s.claims.UpdateStatus(wctx, &unstructured.Unstructured{Object: u}, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+	err = w(wctx)
+	if apierrors.IsNotFound(err) || changedOK && apierrors.IsConflict(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("updating the %s condition of nodeclaim %s: %w", c.Type, nc.Name, err)
+		return fmt.Errorf("%s: %w", doing, err)
 	}
 	return nil
 }

@@ -2,8 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -282,12 +283,7 @@ func formatPercent(f float64) string { return strconv.FormatFloat(f*100, 'f', -1
 // ones a do-not-disrupt annotation or a PodDisruptionBudget holds back are returned as blocked.
 func (s *scheduler) candidates(st *disruptionState) (cands []scheduling.Candidate, blocked []scheduling.Rejection, causes map[string]string) {
 	causes = map[string]string{}
-	var names []string
-	for name := range st.claims {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(st.claims)) {
 		nc := st.claims[name]
 		p, ok := st.pools[claimPool(nc)]
 		if !ok || nc.Status.NodeName == "" || !nc.IsTrue(karpv1.ConditionTypeInitialized) || nc.DeletionTimestamp != nil ||

@@ -21,4 +21,7 @@ package main
 
 import "github.com/fleetwright/fleetwright/pkg/service"
 
+// run is main's work, which the tests run too.
+var run = service.Runner("scheduler", parseConfig, serve)
+
 func main() { service.Main("scheduler", run) }

@@ -23,23 +23,6 @@ import (
 // durable is the batch consumer's name, shared by every replica (only the leader pulls).
 const durable = "scheduler"
 
-func run(ctx context.Context, args []string) error {
-	cfg, err := parseConfig(args)
-	if err != nil {
-		return err
-	}
-	rt, err := service.Start(ctx, service.Options{Name: "scheduler", Common: cfg.Common, Kube: true})
-	if err != nil {
-		return err
-	}
-	defer rt.Shutdown()
-	s, err := newScheduler(ctx, cfg, rt)
-	if err != nil {
-		return err
-	}
-	return s.run(ctx)
-}
-
 // scheduler wires the informers, the catalog, unavailable offerings and the API clients
 // around the scheduling core.
 type scheduler struct {
@@ -59,15 +42,16 @@ type scheduler struct {
 	seen        map[string]time.Time // what was logged and told once (see once)
 }
 
-func newScheduler(ctx context.Context, cfg config, rt *service.Runtime) (*scheduler, error) {
+// serve builds the scheduler on rt (informers, catalog, lease) and runs it until ctx ends.
+func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
 	if err != nil {
-		return nil, fmt.Errorf("creating dynamic client: %w", err)
+		return fmt.Errorf("creating dynamic client: %w", err)
 	}
 	cl, err := clusterstate.New(rt.Kube, dyn, clusterstate.Want{Pods: clusterstate.AllPods, Nodes: true, DaemonSets: true, Volumes: true,
 		NodeClaims: true, Pools: true, NodeClasses: true, PDBs: true}, rt.Log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s := &scheduler{cfg: cfg, rt: rt, metrics: newMetrics(rt.Registry), cluster: cl, now: time.Now,
 		claims: dyn.Resource(clusterstate.NodeClaims), recorder: rt.Events}
@@ -76,7 +60,7 @@ func newScheduler(ctx context.Context, cfg config, rt *service.Runtime) (*schedu
 	s.lease = newLeaseHold(cfg.Identity, cfg.RenewDeadline)
 	s.podEvents = newPodEvents(s.now)
 	if _, err := cl.Pods.AddEventHandler(s.podEvents.handler()); err != nil {
-		return nil, fmt.Errorf("watching pods: %w", err)
+		return fmt.Errorf("watching pods: %w", err)
 	}
 	// A NodeClaim that goes away no longer holds the pods nominated to it.
 	if _, err := cl.NodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
@@ -87,10 +71,10 @@ func newScheduler(ctx context.Context, cfg config, rt *service.Runtime) (*schedu
 			s.recent.forgetClaim(m.GetName())
 		}
 	}}); err != nil {
-		return nil, fmt.Errorf("watching nodeclaims: %w", err)
+		return fmt.Errorf("watching nodeclaims: %w", err)
 	}
 	rt.Admin.AddReadiness("informers", cl.Ready)
-	return s, nil
+	return s.run(ctx)
 }
 
 func (s *scheduler) run(ctx context.Context) error {

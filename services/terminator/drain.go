@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fleetwright/fleetwright/pkg/faultpoint"
-
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -15,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetwright/fleetwright/pkg/clock"
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 )
 

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetwright/fleetwright/pkg/faultpoint"
-
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -23,6 +21,7 @@ import (
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -86,7 +85,7 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	if claim != nil && claim.Status.NodeName != "" {
 		nodeName = claim.Status.NodeName
 	}
-	node, err := e.node(ctx, nodeName)
+	node, err := e.k.nodes.find(ctx, nodeName)
 	if err != nil {
 		return result{}, err
 	}
@@ -111,26 +110,20 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	}
 
 	committed := claim != nil && claim.DeletionTimestamp != nil
-	if !committed && blocksOnDoNotDisrupt(in) {
-		if why, err := e.blocker(ctx, in, node); err != nil || why != "" {
-			if err != nil {
-				return res, err
-			}
-			return e.abandon(ctx, node, res, why, log)
-		}
+	if why, err := e.blocker(ctx, in, node, committed); err != nil {
+		return res, err
+	} else if why != "" {
+		return e.abandon(ctx, node, res, why, log)
 	}
 	if node != nil {
 		if err := e.taint(ctx, node, in, log); err != nil {
 			return res, err
 		}
-		if !committed && blocksOnDoNotDisrupt(in) {
-			// A pod may have been bound just before the taint: look again now nothing new can land.
-			if why, err := e.blocker(ctx, in, node); err != nil || why != "" {
-				if err != nil {
-					return res, err
-				}
-				return e.abandon(ctx, node, res, why, log)
-			}
+		// A pod may have been bound just before the taint: look again now nothing new can land.
+		if why, err := e.blocker(ctx, in, node, committed); err != nil {
+			return res, err
+		} else if why != "" {
+			return e.abandon(ctx, node, res, why, log)
 		}
 	}
 	if claim != nil && !committed {
@@ -255,15 +248,9 @@ func (e *executor) watchDrain(ctx context.Context, claim *karpv1.NodeClaim, node
 }
 
 func (e *executor) claim(ctx context.Context, name string) (*karpv1.NodeClaim, error) {
-	if name == "" {
-		return nil, nil
-	}
-	u, err := e.k.claims.get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("getting nodeclaim %s: %w", name, err)
+	u, err := e.k.claims.find(ctx, name)
+	if u == nil || err != nil {
+		return nil, err
 	}
 	var nc karpv1.NodeClaim
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &nc); err != nil {
@@ -272,24 +259,11 @@ func (e *executor) claim(ctx context.Context, name string) (*karpv1.NodeClaim, e
 	return &nc, nil
 }
 
-func (e *executor) node(ctx context.Context, name string) (*corev1.Node, error) {
-	if name == "" {
-		return nil, nil
-	}
-	n, err := e.k.nodes.get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("getting node %s: %w", name, err)
-	}
-	return n, nil
-}
-
 // blocker says, in words, why a voluntary intent must not go ahead now: a do-not-disrupt
-// node or pod, or, for emptiness, a pod that arrived since the decision.
-func (e *executor) blocker(ctx context.Context, in *terminationv1.TerminationIntent, node *corev1.Node) (string, error) {
-	if node == nil {
+// node or pod, or, for emptiness, a pod that arrived since the decision. Nothing holds back an
+// intent blocksOnDoNotDisrupt lets go, nor one whose claim is committed (being deleted).
+func (e *executor) blocker(ctx context.Context, in *terminationv1.TerminationIntent, node *corev1.Node, committed bool) (string, error) {
+	if node == nil || committed || !blocksOnDoNotDisrupt(in) {
 		return "", nil
 	}
 	if node.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {

@@ -48,6 +48,22 @@ type writer[T metav1.Object] struct {
 	updateStatus func(context.Context, T, metav1.UpdateOptions) (T, error)
 }
 
+// find reads the object named name afresh; nil if the name is empty or there is no such object.
+func (w writer[T]) find(ctx context.Context, name string) (T, error) {
+	var none T
+	if name == "" {
+		return none, nil
+	}
+	obj, err := w.get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return none, nil
+	}
+	if err != nil {
+		return none, fmt.Errorf("getting %s %s: %w", w.kind, name, err)
+	}
+	return obj, nil
+}
+
 // modify reads the object afresh and, if change says it changed it, writes it back. The update
 // carries the resourceVersion read, so it fails if someone else wrote in between (optimistic
 // locking); then it reads and tries again. It reports whether it wrote.

@@ -56,10 +56,13 @@ type eventKey struct{ source, detailType, version string }
 
 // parsers holds one parser per message kind.
 var parsers = map[eventKey]func(envelope) (notice, error){
-	{"aws.ec2", "EC2 Spot Instance Interruption Warning", "0"}: parseSpotInterruption,
-	{"aws.ec2", "EC2 Instance Rebalance Recommendation", "0"}:  parseRebalance,
-	{"aws.ec2", "EC2 Instance State-change Notification", "0"}: parseStateChange,
-	{"aws.health", "AWS Health Event", "0"}:                    parseScheduledChange,
+	{"aws.ec2", "EC2 Spot Instance Interruption Warning", "0"}: instanceEvent(commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION,
+		func(d instanceDetail) string { return d.InstanceAction }),
+	{"aws.ec2", "EC2 Instance Rebalance Recommendation", "0"}: instanceEvent(commonv1.InterruptionKind_INTERRUPTION_KIND_REBALANCE_RECOMMENDATION,
+		func(instanceDetail) string { return "" }),
+	{"aws.ec2", "EC2 Instance State-change Notification", "0"}: instanceEvent(commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE,
+		func(d instanceDetail) string { return d.State }),
+	{"aws.health", "AWS Health Event", "0"}: parseScheduledChange,
 }
 
 // parseNotice reads an SQS message body. A malformed body is an error; an event of a kind
@@ -81,36 +84,24 @@ func parseNotice(body string) (notice, error) {
 	return n, nil
 }
 
-func parseSpotInterruption(e envelope) (notice, error) {
-	var d struct {
-		InstanceID     string `json:"instance-id"`
-		InstanceAction string `json:"instance-action"`
-	}
-	if err := decodeDetail(e, &d); err != nil {
-		return notice{}, err
-	}
-	return notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_SPOT_INTERRUPTION, InstanceIDs: []string{d.InstanceID}, State: d.InstanceAction}, nil
+// instanceDetail is the detail of an EC2 event about one instance: a spot interruption warning
+// (with the instance-action), a rebalance recommendation, a state change (with the new state).
+type instanceDetail struct {
+	InstanceID     string `json:"instance-id"`
+	InstanceAction string `json:"instance-action"`
+	State          string `json:"state"`
 }
 
-func parseRebalance(e envelope) (notice, error) {
-	var d struct {
-		InstanceID string `json:"instance-id"`
+// instanceEvent parses an EC2 event about one instance to a notice of kind, whose State is
+// what state picks from the detail.
+func instanceEvent(kind commonv1.InterruptionKind, state func(instanceDetail) string) func(envelope) (notice, error) {
+	return func(e envelope) (notice, error) {
+		var d instanceDetail
+		if err := decodeDetail(e, &d); err != nil {
+			return notice{}, err
+		}
+		return notice{Kind: kind, InstanceIDs: []string{d.InstanceID}, State: state(d)}, nil
 	}
-	if err := decodeDetail(e, &d); err != nil {
-		return notice{}, err
-	}
-	return notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_REBALANCE_RECOMMENDATION, InstanceIDs: []string{d.InstanceID}}, nil
-}
-
-func parseStateChange(e envelope) (notice, error) {
-	var d struct {
-		InstanceID string `json:"instance-id"`
-		State      string `json:"state"`
-	}
-	if err := decodeDetail(e, &d); err != nil {
-		return notice{}, err
-	}
-	return notice{Kind: commonv1.InterruptionKind_INTERRUPTION_KIND_STATE_CHANGE, InstanceIDs: []string{d.InstanceID}, State: d.State}, nil
 }
 
 // parseScheduledChange reads an AWS Health event; only EC2 scheduled changes are ours.
@@ -123,8 +114,8 @@ func parseScheduledChange(e envelope) (notice, error) {
 			EntityValue string `json:"entityValue"`
 		} `json:"affectedEntities"`
 	}
-	if err := json.Unmarshal(e.Detail, &d); err != nil {
-		return notice{}, fmt.Errorf("decoding detail: %w", err)
+	if err := decodeDetail(e, &d); err != nil {
+		return notice{}, err
 	}
 	if d.Service != "EC2" || d.EventTypeCategory != "scheduledChange" {
 		return notice{}, nil

@@ -27,4 +27,7 @@ package main
 
 import "github.com/fleetwright/fleetwright/pkg/service"
 
+// run is main's work, which the tests run too.
+var run = service.Runner("terminator", parseConfig, serve)
+
 func main() { service.Main("terminator", run) }

@@ -1,6 +1,10 @@
 package main
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetwright/fleetwright/pkg/service"
+)
 
 type metrics struct {
 	terminated    *prometheus.CounterVec
@@ -13,24 +17,21 @@ type metrics struct {
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		terminated: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_nodes_terminated_total",
-			Help: "Nodes whose instance was terminated and whose Node and NodeClaim were deleted, by reason and pool."}, []string{"reason", "nodepool"}),
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_intents_finished_total",
-			Help: "Termination intents carried out, by reason and outcome (terminated, already_gone, abandoned; superseded: a resumed intent another intent was already carrying out)."}, []string{"reason", "outcome"}),
-		drain: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fleetwright_terminator_drain_seconds",
-			Help: "Time from cordon until the node held no evictable pods, by reason.", Buckets: drainBuckets}, []string{"reason"}),
-		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_evictions_total",
-			Help: "Eviction API calls by outcome: evicted, retried (429, a PodDisruptionBudget said no), error (any other refusal, retried with backoff), forced (deleted after the grace period)."}, []string{"outcome"}),
-		interruptions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_interruption_messages_total",
-			Help: "SQS interruption messages by kind (spot_interruption, rebalance_recommendation, scheduled_change, state_change, unknown)."}, []string{"kind"}),
-		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetwright_terminator_decisions_total",
-			Help: "Termination intents published, by reason."}, []string{"reason"}),
+	f := service.Metrics{Reg: reg}
+	return &metrics{
+		terminated: f.CounterVec("fleetwright_nodes_terminated_total",
+			"Nodes whose instance was terminated and whose Node and NodeClaim were deleted, by reason and pool.", "reason", "nodepool"),
+		outcomes: f.CounterVec("fleetwright_terminator_intents_finished_total", "Termination intents carried out, by reason and outcome "+
+			"(terminated, already_gone, abandoned; superseded: a resumed intent another intent was already carrying out).", "reason", "outcome"),
+		drain: f.HistogramVec("fleetwright_terminator_drain_seconds", "Time from cordon until the node held no evictable pods, by reason.",
+			drainBuckets, "reason"),
+		evictions: f.CounterVec("fleetwright_terminator_evictions_total", "Eviction API calls by outcome: evicted, retried (429, a PodDisruptionBudget said no), "+
+			"error (any other refusal, retried with backoff), forced (deleted after the grace period).", "outcome"),
+		interruptions: f.CounterVec("fleetwright_interruption_messages_total",
+			"SQS interruption messages by kind (spot_interruption, rebalance_recommendation, scheduled_change, state_change, unknown).", "kind"),
+		decisions: f.CounterVec("fleetwright_terminator_decisions_total", "Termination intents published, by reason.", "reason"),
+		orphans:   f.Counter("fleetwright_terminator_orphans_terminated_total", "Instances tagged as this cluster's that no NodeClaim owned, terminated."),
 	}
-	m.orphans = prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetwright_terminator_orphans_terminated_total",
-		Help: "Instances tagged as this cluster's that no NodeClaim owned, terminated."})
-	reg.MustRegister(m.terminated, m.outcomes, m.drain, m.evictions, m.interruptions, m.decisions, m.orphans)
-	return m
 }
 
 // drainBuckets reach 1024 s (0.25 s doubling): a drain waits out pods' terminationGracePeriod,

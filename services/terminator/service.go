@@ -24,16 +24,8 @@ import (
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
 
-func run(ctx context.Context, args []string) error {
-	cfg, err := parseConfig(args)
-	if err != nil {
-		return err
-	}
-	rt, err := service.Start(ctx, service.Options{Name: "terminator", Common: cfg.Common, Kube: true})
-	if err != nil {
-		return err
-	}
-	defer rt.Shutdown()
+// serve wires the AWS clients and the caches to rt and terminates until ctx ends.
+func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(cfg.Region))
 	if err != nil {
 		return fmt.Errorf("loading AWS configuration: %w", err)
