@@ -160,8 +160,8 @@ type NominationRule struct {
 }
 
 // RegisterFlags adds the rule's bounds as flags with environment fallbacks (env reads one, as
-// service.EnvDuration does). pod-watcher and the scheduler both take them and must agree:
-// deploy/ sets them once, in the fleetwright-settings ConfigMap.
+// service.EnvDuration does). pod-watcher, the scheduler and the terminator take them and must
+// agree: deploy/ sets them once, in the fleetwright-settings ConfigMap.
 func (r *NominationRule) RegisterFlags(fs *flag.FlagSet, env func(key string, def time.Duration) time.Duration) {
 	fs.DurationVar(&r.Grace, "nomination-grace", env("NOMINATION_GRACE", DefaultNominationGrace),
 		"offer a pod again once it is still pending this long after the node of the NodeClaim it was nominated to is ready (env NOMINATION_GRACE)")

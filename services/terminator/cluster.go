@@ -47,13 +47,14 @@ type claimRef struct {
 // kube reads the cluster from the shared informer cache and writes straight to the API server.
 type kube struct {
 	registrationTTL time.Duration
+	nomination      podproj.NominationRule
 
 	cache  *clusterstate.Cache
 	nodes  writer[*corev1.Node]
 	claims writer[*unstructured.Unstructured]
 }
 
-func newKube(rt *service.Runtime, registrationTTL time.Duration) (*kube, error) {
+func newKube(rt *service.Runtime, registrationTTL time.Duration, nomination podproj.NominationRule) (*kube, error) {
 	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
 	if err != nil {
 		return nil, fmt.Errorf("creating dynamic client: %w", err)
@@ -63,7 +64,7 @@ func newKube(rt *service.Runtime, registrationTTL time.Duration) (*kube, error) 
 		return nil, err
 	}
 	nodes, claims := writers(rt.Kube, dyn)
-	return &kube{registrationTTL: registrationTTL, cache: c, nodes: nodes, claims: claims}, nil
+	return &kube{registrationTTL: registrationTTL, nomination: nomination, cache: c, nodes: nodes, claims: claims}, nil
 }
 
 // writers are the kube's writers of Nodes and NodeClaims, straight to the API server.
@@ -156,17 +157,16 @@ func (k *kube) candidates(now time.Time) []candidate {
 	}
 	exists := func(name string) bool { return names[name] }
 	// A pod the scheduler nominated to a claim and kube-scheduler has not bound yet is on its
-	// way: the claim's node is not empty while the nomination is live (podproj's rule, at its
-	// default bounds: 20 s after the node is ready at most), or a node launched for one pod
-	// could be emptied before the pod lands on it.
+	// way: the claim's node is not empty while the nomination is live (podproj's rule, at the
+	// settings' bounds: by default 20 s after the node is ready at most), or a node launched for
+	// one pod could be emptied before the pod lands on it.
 	awaited := map[string]time.Time{} // claim → when the first nomination to it ends by the clock; zero: none does
-	rule := podproj.NominationRule{Grace: podproj.DefaultNominationGrace, Limit: podproj.DefaultNominationLimit}
 	lookup := func(name string) (podproj.Claim, bool) { c, ok := byName[name]; return c, ok }
 	for _, p := range k.cache.Unbound() {
 		if !active(p) {
 			continue
 		}
-		if n := rule.JudgeNomination(k.cache.NominationOf(string(p.UID)), lookup, now); n.Live {
+		if n := k.nomination.JudgeNomination(k.cache.NominationOf(string(p.UID)), lookup, now); n.Live {
 			if until, seen := awaited[n.Claim]; !seen || !n.Expires.IsZero() && (until.IsZero() || n.Expires.Before(until)) {
 				awaited[n.Claim] = n.Expires
 			}

@@ -144,18 +144,7 @@ func TestNodeAwaitedByANominatedPodIsNotEmpty(t *testing.T) {
 	const pool = "awaited"
 	e.nodePool(pool, `[{"nodes":"100%"}]`)
 	nc := e.emptyNode(pool, "awaited-a")
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "on-its-way", Namespace: e.ns},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}},
-			// Nothing matches: kube-scheduler never binds it, as if it had not got to it yet.
-			NodeSelector: map[string]string{"no-such-label": "x"}},
-	}
-	pod, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, pod, metav1.CreateOptions{})
-	require.NoError(t, err)
-	// The scheduler records the nomination on the claim.
-	patch := podproj.NominationPatch([]podproj.PodNomination{{UID: string(pod.UID), Pod: e.ns + "/" + pod.Name, At: time.Now().UTC().Truncate(time.Second)}})
-	_, err = e.dyn.Resource(clusterstate.NodeClaims).Patch(e.ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-	require.NoError(t, err)
+	pod := e.nominatedTo(nc, "on-its-way", time.Now())
 
 	e.run("--interval", "1h")
 	assert.Never(t, func() bool {
@@ -168,6 +157,52 @@ func TestNodeAwaitedByANominatedPodIsNotEmpty(t *testing.T) {
 		_, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, nc.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}, wait, tick, "with the pod gone, the empty node goes")
+}
+
+// nominatedTo makes a pending pod kube-scheduler never binds (nothing matches its selector, as
+// if it had not got to it yet) and records its nomination to the claim at the given time, as the
+// scheduler does.
+func (e *env) nominatedTo(nc *karpv1.NodeClaim, name string, at time.Time) *corev1.Pod {
+	e.t.Helper()
+	pod, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "pause"}},
+			NodeSelector: map[string]string{"no-such-label": "x"}},
+	}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	patch := podproj.NominationPatch([]podproj.PodNomination{{UID: string(pod.UID), Pod: e.ns + "/" + pod.Name, At: at.UTC().Truncate(time.Second)}})
+	_, err = e.dyn.Resource(clusterstate.NodeClaims).Patch(e.ctx, nc.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(e.t, err)
+	return pod
+}
+
+// The nomination bounds are the settings pod-watcher and the scheduler read (NOMINATION_GRACE,
+// NOMINATION_LIMIT in fleetwright-settings), not podproj's defaults. With a grace of an hour, a
+// node initialized ten minutes ago still waits for the pod nominated to it then (at the default
+// 20 s it would be empty), while one initialized two hours ago, whose pod's grace is over, is
+// empty and goes.
+func TestNominationBoundsAreTheSettings(t *testing.T) {
+	e := newEnv(t, 313)
+	const pool = "bounds"
+	e.nodePool(pool, `[{"nodes":"100%"}]`)
+	nominatedAt := func(claim string, ago time.Duration) *karpv1.NodeClaim {
+		nc := e.emptyNode(pool, claim)
+		e.conditionsAt(nc, time.Now().Add(-ago), karpv1.ConditionTypeLaunched, karpv1.ConditionTypeRegistered, karpv1.ConditionTypeInitialized)
+		e.nominatedTo(nc, claim+"-pod", time.Now().Add(-ago))
+		return nc
+	}
+	awaited := nominatedAt("bounds-awaited", 10*time.Minute)
+	over := nominatedAt("bounds-over", 2*time.Hour)
+
+	e.run("--interval", "1h", "--nomination-grace", "1h")
+	require.Eventually(t, func() bool {
+		_, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, over.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, wait, tick, "the node whose pod's grace is over is empty and goes")
+	n, err := e.kube.CoreV1().Nodes().Get(e.ctx, awaited.Status.NodeName, metav1.GetOptions{})
+	require.NoError(t, err, "the node a pod is still nominated to within the grace stays")
+	assert.False(t, hasDisruptedTaint(n))
+	assert.Empty(t, n.Annotations[emptinessAnnotation], "it was never taken for empty")
 }
 
 // Decisions follow the cluster, not the clock: with --interval an hour, so that after its first

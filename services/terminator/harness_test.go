@@ -125,10 +125,14 @@ func (e *env) run(extra ...string) {
 			"--cluster-name", "demo-cluster", "--sqs-wait", "1s", "--interval", "500ms", "--workers", "2"}, extra...))
 	}()
 	t.Cleanup(func() { stop(); assert.NoError(t, <-done, "the terminator stops cleanly") })
+	var exited error
 	require.Eventually(t, func() bool {
 		select {
 		case err := <-done:
-			t.Fatalf("terminator exited: %v", err)
+			// Fail here, not in this condition's goroutine; leave the error for the clean-up.
+			exited = fmt.Errorf("terminator exited: %w", err)
+			done <- err
+			return true
 		default:
 		}
 		res, err := http.Get("http://" + e.admin + "/readyz")
@@ -138,6 +142,7 @@ func (e *env) run(extra ...string) {
 		_ = res.Body.Close()
 		return res.StatusCode == http.StatusOK
 	}, time.Minute, 100*time.Millisecond, "the terminator becomes ready")
+	require.NoError(t, exited)
 }
 
 // fleetTags are the tags the launcher puts on every instance, which the terminator requires

@@ -30,7 +30,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	if err != nil {
 		return fmt.Errorf("loading AWS configuration: %w", err)
 	}
-	k, err := newKube(rt, cfg.RegistrationTTL)
+	k, err := newKube(rt, cfg.RegistrationTTL, cfg.Nomination)
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,16 @@ package deploytest
 
 import (
 	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,7 +19,7 @@ import (
 )
 
 // exportedMetrics finds every fleetwright_ metric name declared in the Go sources of pkg/ and
-// services/ (Name: "fleetwright_..." in a prometheus.*Opts, or prometheus.NewDesc("fleetwright_...")).
+// services/ (see metricLabels).
 func exportedMetrics(t *testing.T) map[string]bool {
 	out := map[string]bool{}
 	for name := range metricLabels(t) {
@@ -25,49 +30,109 @@ func exportedMetrics(t *testing.T) map[string]bool {
 }
 
 // metricLabels maps each fleetwright_ metric declared in the Go sources of pkg/ and services/
-// to its label names: the first []string{...} after its name (a *Vec's or NewDesc's variable
-// labels) and the keys of a prometheus.Labels{...} (constant labels), up to the next
-// declaration.
+// to its label names. It reads the three ways a metric is declared there:
+//   - service.Metrics: m.CounterVec("fleetwright_…", help, "label", …) (and Counter, Gauge,
+//     GaugeVec, Histogram, HistogramVec): the string arguments after the help;
+//   - prometheus.NewXxx(prometheus.XxxOpts{Name: "fleetwright_…", ConstLabels: …}, []string{…});
+//   - prometheus.NewDesc("fleetwright_…", help, []string{…}, prometheus.Labels{…}).
 func metricLabels(t *testing.T) map[string][]string {
-	decl := regexp.MustCompile(`(?:Name:\s*|NewDesc\(\s*)"(fleetwright_[a-z0-9_]+)"`)
-	list := regexp.MustCompile(`\[\]string\{([^}]*)\}|prometheus\.Labels\{([^}]*)\}`)
-	quoted := regexp.MustCompile(`"([a-z_]+)"\s*(:?)`)
+	helpers := map[string]bool{"Counter": true, "CounterVec": true, "Gauge": true, "GaugeVec": true, "Histogram": true, "HistogramVec": true}
 	out := map[string][]string{}
 	for _, dir := range []string{"pkg", "services"} {
 		err := filepath.WalkDir(filepath.Join(root(t), dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err
 			}
-			b, err := os.ReadFile(path)
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
 			if err != nil {
 				return err
 			}
-			src := string(b)
-			decls := decl.FindAllStringSubmatchIndex(src, -1)
-			for i, m := range decls {
-				name, end := src[m[2]:m[3]], len(src)
-				if i+1 < len(decls) {
-					end = decls[i+1][0]
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok || len(call.Args) == 0 {
+					return true
 				}
-				labels := []string{}
-				for _, l := range list.FindAllStringSubmatch(src[m[1]:end], -1) {
-					if l[1] != "" {
-						for _, q := range quoted.FindAllStringSubmatch(l[1], -1) {
-							labels = append(labels, q[1])
-						}
-						break // a metric's variable labels are its first list
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				switch name, isName := metricName(call.Args[0]); {
+				case isName && helpers[sel.Sel.Name] && len(call.Args) > 1:
+					out[name] = stringArgs(call.Args[2:])
+				case isName && sel.Sel.Name == "NewDesc":
+					out[name] = labelsIn(call.Args[1:])
+				case strings.HasPrefix(sel.Sel.Name, "New"):
+					opts, ok := call.Args[0].(*ast.CompositeLit)
+					if u, isRef := call.Args[0].(*ast.UnaryExpr); isRef {
+						opts, ok = u.X.(*ast.CompositeLit)
 					}
-					for _, q := range quoted.FindAllStringSubmatch(l[2], -1) {
-						if q[2] == ":" {
-							labels = append(labels, q[1])
+					if !ok {
+						return true
+					}
+					var labels []string
+					for _, el := range opts.Elts {
+						kv, ok := el.(*ast.KeyValueExpr)
+						if !ok {
+							continue
 						}
+						switch key := fmt.Sprint(kv.Key); key {
+						case "Name":
+							name, isName = metricName(kv.Value)
+						case "ConstLabels":
+							labels = append(labels, labelsIn([]ast.Expr{kv.Value})...)
+						}
+					}
+					if isName {
+						out[name] = append(labels, labelsIn(call.Args[1:])...)
 					}
 				}
-				out[name] = labels
-			}
+				return true
+			})
 			return nil
 		})
 		require.NoError(t, err)
+	}
+	return out
+}
+
+// metricName is a string literal's value when it names a fleetwright_ metric.
+func metricName(e ast.Expr) (string, bool) {
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return "", false
+	}
+	v, err := strconv.Unquote(lit.Value)
+	return v, err == nil && strings.HasPrefix(v, "fleetwright_")
+}
+
+// stringArgs are the values of the string literals among args.
+func stringArgs(args []ast.Expr) []string {
+	out := []string{}
+	for _, a := range args {
+		if lit, ok := a.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			v, _ := strconv.Unquote(lit.Value)
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// labelsIn reads label names from []string{…} (variable labels) and prometheus.Labels{…}
+// (constant labels: the keys) among args.
+func labelsIn(args []ast.Expr) []string {
+	out := []string{}
+	for _, a := range args {
+		lit, ok := a.(*ast.CompositeLit)
+		if !ok {
+			continue
+		}
+		for _, el := range lit.Elts {
+			if kv, ok := el.(*ast.KeyValueExpr); ok {
+				out = append(out, stringArgs([]ast.Expr{kv.Key})...)
+			} else {
+				out = append(out, stringArgs([]ast.Expr{el})...)
+			}
+		}
 	}
 	return out
 }
