@@ -21,6 +21,13 @@ import (
 const raid0Command = "000-mount-instance-storage"
 
 func renderBottlerocket(o Options) (string, error) {
+	// A kubelet setting Bottlerocket has no key for is refused before anything else, whatever
+	// the class's own user data holds.
+	for _, s := range o.Kubelet.settings() {
+		if s.bottlerocket == "" && s.value() != nil {
+			return "", fmt.Errorf("rendering user data: kubelet %s is not supported on Bottlerocket (its settings have no %s)", s.field, s.flag)
+		}
+	}
 	doc := map[string]any{}
 	if strings.TrimSpace(o.Custom) != "" {
 		if _, err := toml.Decode(o.Custom, &doc); err != nil {
@@ -50,11 +57,7 @@ func renderBottlerocket(o Options) (string, error) {
 		if m, ok := v.(map[string]string); ok {
 			v = toAny(m)
 		}
-		switch {
-		case v == nil:
-		case s.bottlerocket == "":
-			return "", fmt.Errorf("rendering user data: kubelet %s is not supported on Bottlerocket (its settings have no %s)", s.field, s.flag)
-		default:
+		if v != nil {
 			kube[s.bottlerocket] = v
 		}
 	}

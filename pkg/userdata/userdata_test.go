@@ -288,6 +288,9 @@ func TestUnsupportedSettingsAreRefused(t *testing.T) {
 	o.Kubelet.PodsPerCore = ptr[int32](2)
 	_, err = Render(Bottlerocket, o)
 	assert.ErrorContains(t, err, "podsPerCore is not supported on Bottlerocket")
+	o.Custom = "[settings\n" // and the class's user data is broken too: the setting is named first
+	_, err = Render(Bottlerocket, o)
+	assert.ErrorContains(t, err, "podsPerCore is not supported on Bottlerocket")
 }
 
 // The Custom family's user data is the class's, byte for byte: Fleetwright writes nothing into
