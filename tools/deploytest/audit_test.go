@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
+
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
@@ -22,7 +24,7 @@ func TestAuditStreamCapturesEverything(t *testing.T) {
 	serverURL, pw := shippedServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	logs := &logBuffer{}
+	logs := &bustest.Buffer{}
 	pod := busAs(t, ctx, serverURL, "pod-watcher", pw["pod-watcher"], logs)
 	busAs(t, ctx, serverURL, "launcher", pw["launcher"], logs)
 	busAs(t, ctx, serverURL, "terminator", pw["terminator"], logs)

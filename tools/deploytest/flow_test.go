@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/stretchr/testify/require"
@@ -23,7 +25,7 @@ import (
 // busAs connects through pkg/bus as one user (the way a service does: NATS_USER and
 // NATS_PASSWORD beside a NATS_URL without them), ensures the streams it owns and waits for the
 // others it uses, as service.Start does: call it for the owners first (startOrder).
-func busAs(t *testing.T, ctx context.Context, serverURL, user, password string, logs *logBuffer) *bus.Conn {
+func busAs(t *testing.T, ctx context.Context, serverURL, user, password string, logs *bustest.Buffer) *bus.Conn {
 	t.Helper()
 	log := zerolog.New(logs).With().Str("user", user).Logger()
 	c, err := bus.Connect(ctx, bus.Config{URL: serverURL, User: user, Password: password, Name: user, Logger: &log, Registerer: prometheus.NewRegistry()})
@@ -74,7 +76,7 @@ func TestServicesWorkUnderTheirUsers(t *testing.T) {
 	serverURL, pw := shippedServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	logs := &logBuffer{}
+	logs := &bustest.Buffer{}
 	p := subject.DefaultPrefix
 	conns := map[string]*bus.Conn{}
 	for _, user := range startOrder {

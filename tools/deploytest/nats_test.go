@@ -1,7 +1,6 @@
 package deploytest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -241,24 +240,6 @@ func ensureStreams(t *testing.T, url string, pw map[string]string) {
 		_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: p.Stream(key), Subjects: []string{p.StreamSubjects(key)}})
 		require.NoError(t, err, "%s creates %s", owner, key)
 	}
-}
-
-// logBuffer is a concurrency-safe log sink for the bus connections.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // The NATS that deploy/ and docker-compose.yaml ship is the version every test runs
