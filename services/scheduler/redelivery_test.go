@@ -3,6 +3,7 @@ package main
 import (
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 )
@@ -75,4 +77,48 @@ func TestBatchOutlivingAckWaitIsHandledOnce(t *testing.T) {
 	require.Len(t, e.nodeClaims(), 1)
 	assert.NotContains(t, e.logs.String(), `"attempt":2`, "the batch is not delivered again while it is handled")
 	assert.Len(t, proxy.writesSince(time.Time{}, regexp.MustCompile(`^/apis/karpenter\.sh/v1/nodeclaims$`)), 1, "one NodeClaim create")
+}
+
+// A batch whose planned claim exists already under the name its plan gives (the name comes
+// from the batch, the pool and the claim's pods) takes it as its own when the claim says it is
+// this batch's: an earlier delivery made it, and this replica's cache had not seen it yet (made
+// here by creating the claim before the batch comes, without its nominations, so the pods are
+// planned again). A claim of that name for another batch is a hash collision and is refused:
+// the batch fails, makes no claim and nominates nothing.
+func TestClaimThePlanNamesExistingAlready(t *testing.T) {
+	e := newEnv(t, "sched-exists", v1Example)
+	e.start("exists")
+	// Both pods of a batch on one t4g.xlarge: the claims made below offer only a t4g.medium, so
+	// none is room for them.
+	xlarge := func(s *corev1.PodSpec) {
+		s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: scheduling.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{"t4g.xlarge"}}}}}}}}
+	}
+	mine := e.pendingPods("mine", 2, "1500m", xlarge)
+	foreign := e.pendingPods("foreign", 2, "1500m", xlarge)
+	nameFor := func(batch string, pods []*corev1.Pod) string {
+		var uids []string
+		for _, p := range pods {
+			uids = append(uids, string(p.UID))
+		}
+		return claimName(batch, scheduling.NodeClaim{NodePool: "default", PodUIDs: uids})
+	}
+	made := e.createClaim(nameFor("batch-made", mine), false)
+	e.patch(clusterstate.NodeClaims, made.Name, `{"metadata":{"annotations":{"`+batchAnnotation+`":"batch-made"}}}`)
+	collision := e.createClaim(nameFor("batch-foreign", foreign), false)
+	e.patch(clusterstate.NodeClaims, collision.Name, `{"metadata":{"annotations":{"`+batchAnnotation+`":"another-batch"}}}`)
+
+	_, msgID := e.schedule("batch-made", mine)
+	assert.Equal(t, made.Name, msgID, "the existing claim of this batch is taken as done and its intent published")
+	assert.Contains(t, e.logs.String(), "exists already (an earlier delivery made it")
+
+	e.publishBatch("batch-foreign", foreign)
+	require.Eventually(t, func() bool {
+		return strings.Contains(e.logs.String(), `nodeclaim `+collision.Name+` exists already for batch \"another-batch\", not this batch \"batch-foreign\"`)
+	}, time.Minute, 50*time.Millisecond, "the colliding claim is refused, saying whose it is")
+	assert.Len(t, e.nodeClaims(), 2, "no claim is made beside the two that exist")
+	for _, p := range foreign {
+		assert.Empty(t, e.nominatedTo(p), "%s is nominated to nothing", p.Name)
+	}
 }
