@@ -119,6 +119,11 @@ func NewStackWith(t testing.TB, opt Options) *Stack {
 	require.NoError(t, err)
 	s.Client, err = NewClient(rc)
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.dumpState() // after the services' logs (cleanups run last first), before the cluster stops
+		}
+	})
 
 	emuAddr := FreeAddr(t)
 	s.EmuURL = "http://" + emuAddr
