@@ -230,6 +230,11 @@ func (c *Cluster) writeKubeconfig(caPath string) error {
 	return nil
 }
 
+// NodeMonitorGracePeriod is how long kube-controller-manager lets a node go without a
+// heartbeat (its Lease or its status) before it marks the node NotReady and its pods NotReady
+// (Kubernetes' default).
+const NodeMonitorGracePeriod = 40 * time.Second
+
 func (c *Cluster) startControllers(ctx context.Context, saKey, saPub string, cmPort, schedPort int) error {
 	_ = saPub
 	pki := filepath.Join(c.Dir, "pki")
@@ -247,7 +252,7 @@ func (c *Cluster) startControllers(ctx context.Context, saKey, saPub string, cmP
 				"--controllers", "*,-serviceaccount-token,-bootstrapsigner,-tokencleaner",
 				"--service-account-private-key-file", saKey,
 				"--root-ca-file", filepath.Join(pki, "apiserver.crt"),
-				"--node-monitor-grace-period", "40s",
+				"--node-monitor-grace-period", NodeMonitorGracePeriod.String(),
 			}
 		}},
 		{KubeScheduler, schedPort, func(port int) []string {
@@ -302,6 +307,11 @@ func (c *Cluster) startControllers(ctx context.Context, saKey, saPub string, cmP
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
 		"--cidr", "10.0.0.1/24", "--node-ip", "10.0.0.1",
+		// Heartbeat as a kubelet does: renew each node's Lease (every quarter of its duration).
+		// Without it kwok only rewrites node status every 20–45 s, past the controller
+		// manager's grace period: it then marks every pod NotReady, and kwok never sets them
+		// Ready again.
+		"--node-lease-duration-seconds", strconv.Itoa(int(NodeMonitorGracePeriod / time.Second)),
 	}, nil, c.LogDir)
 	if err != nil {
 		return err

@@ -152,3 +152,66 @@ func TestStartSurvivesAPortTakenInBetween(t *testing.T) {
 	_, err = client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 	require.NoError(t, err)
 }
+
+// kwok plays the kubelet for as long as a node lives, as a kubelet does: it renews the node's
+// Lease, so kube-controller-manager never finds the node silent past the node-monitor grace
+// period, and never marks its pods NotReady. (kwok without leases sent a status heartbeat
+// every 20–45 s: after 40 s every pod went NotReady for good, and a PodDisruptionBudget over
+// them blocked every drain.)
+func TestKwokNodeStaysReadyPastTheNodeMonitorGracePeriod(t *testing.T) {
+	t.Parallel()
+	c := clustertest.Get(t)
+	client, err := c.Client()
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "heartbeat-test"}}
+	_, err = client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	require.NoError(t, err)
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "kwok-heartbeat-1", Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+		Status: corev1.NodeStatus{
+			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("10")},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("10")},
+		},
+	}
+	_, err = client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "beat", Namespace: ns.Name},
+		Spec:       corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "pause", Image: "public.ecr.aws/eks-distro/kubernetes/pause:3.7"}}},
+	}
+	_, err = client.CoreV1().Pods(ns.Name).Create(ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	podReady := func() bool {
+		p, err := client.CoreV1().Pods(ns.Name).Get(ctx, pod.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady {
+				return cond.Status == corev1.ConditionTrue
+			}
+		}
+		return false
+	}
+	require.Eventually(t, podReady, 60*time.Second, 250*time.Millisecond, "kwok runs the pod")
+	renewed := func() time.Time {
+		l, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return time.Time{}
+		}
+		return l.Spec.RenewTime.Time
+	}
+	first := renewed()
+
+	// Past the grace period, and a node-monitor pass or two after it.
+	watch := localcluster.NodeMonitorGracePeriod + 15*time.Second
+	for end := time.Now().Add(watch); time.Now().Before(end); time.Sleep(time.Second) {
+		require.True(t, podReady(), "the pod stays Ready while its node lives")
+	}
+	last := renewed()
+	require.False(t, last.IsZero(), "kwok holds the node's Lease")
+	assert.True(t, last.After(first), "and renews it")
+}
