@@ -159,7 +159,7 @@ func (c *Cluster) startEtcd(ctx context.Context, port, peerPort int) error {
 	c.procs = append(c.procs, p)
 	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	return proc.WaitFor(wctx, p, "etcd", func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, url+"/health", "") })
+	return proc.WaitFor(wctx, p, "etcd", proc.ServedBy(p, port, func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, url+"/health", "") }))
 }
 
 func (c *Cluster) startAPIServer(ctx context.Context, etcdPort, port int) (string, string, error) {
@@ -195,9 +195,9 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdPort, port int) (strin
 		defer cancel()
 		// /readyz turns ok only once the post-start hooks (RBAC bootstrap roles, priority
 		// classes) have run, so clients can rely on them from here on.
-		return proc.WaitFor(wctx, p, "kube-apiserver /readyz", func(ctx context.Context) error {
+		return proc.WaitFor(wctx, p, "kube-apiserver /readyz", proc.ServedBy(p, port, func(ctx context.Context) error {
 			return proc.HTTPOK(ctx, insecure, c.Server+"/readyz", token)
-		})
+		}))
 	}
 	p, err := proc.Start(KubeAPIServer, filepath.Join(c.BinDir, KubeAPIServer), c.apiserverArgs, nil, c.LogDir)
 	if err != nil {
@@ -279,12 +279,14 @@ func (c *Cluster) startControllers(ctx context.Context, saKey, saPub string, cmP
 		waits = append(waits, func() error {
 			// The port was free when it was picked but was released before the component bound
 			// it, so another process (a parallel test's stack, a service's admin port) can take
-			// it in between: a component that exits before it is healthy gets a new port.
+			// it in between: a component that exits before it is healthy gets a new port. The
+			// check counts only the component's own answer: another stack's controller on the
+			// port answers /healthz too.
 			port := comp.port
 			for try := 1; ; try++ {
 				url := "https://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
 				wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-				err := proc.WaitFor(wctx, p, p.Name+" /healthz", func(ctx context.Context) error { return proc.HTTPOK(ctx, insecure, url, "") })
+				err := proc.WaitFor(wctx, p, p.Name+" /healthz", proc.ServedBy(p, port, func(ctx context.Context) error { return proc.HTTPOK(ctx, insecure, url, "") }))
 				cancel()
 				if err == nil || p.Running() || ctx.Err() != nil || try == 3 {
 					return err

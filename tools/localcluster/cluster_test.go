@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -120,18 +122,22 @@ func TestDeploymentRunsOnKwokNode(t *testing.T) {
 
 // A port picked free can be taken before the component binds it — by a parallel test's stack or
 // an outgoing connection's ephemeral port. The component that loses the race gets a new port
-// instead of failing the whole start (CI once failed on kube-scheduler exiting here).
+// instead of failing the whole start (CI once failed on kube-scheduler exiting here), even when
+// what took the port answers its health check as another stack's component would (the start
+// once passed on such an answer, and kube-scheduler was found gone minutes later).
 func TestStartSurvivesAPortTakenInBetween(t *testing.T) {
-	taken, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer taken.Close()
-	takenPort := taken.Addr().(*net.TCPAddr).Port
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	plain, secure := httptest.NewServer(ok), httptest.NewTLSServer(ok) // etcd serves HTTP, the rest HTTPS
+	defer plain.Close()
+	defer secure.Close()
+	portOf := func(s *httptest.Server) int { return s.Listener.Addr().(*net.TCPAddr).Port }
 	handedOut := 0
 	defer localcluster.SetFreePorts(func(n int, kernel func(int) ([]int, error)) ([]int, error) {
 		ports, err := kernel(n)
 		if err == nil && n == 5 {
-			// The first pick: etcd's, the scheduler's and the apiserver's ports are already in use.
-			ports[0], ports[3], ports[4] = takenPort, takenPort, takenPort
+			// The first pick: etcd's, the controller manager's, the scheduler's and the
+			// apiserver's ports are held by servers that answer every health check.
+			ports[0], ports[2], ports[3], ports[4] = portOf(plain), portOf(secure), portOf(secure), portOf(secure)
 			handedOut++
 		}
 		return ports, err
@@ -144,9 +150,12 @@ func TestStartSurvivesAPortTakenInBetween(t *testing.T) {
 	require.NoError(t, err, out.String())
 	defer c.Stop()
 	require.Equal(t, 1, handedOut)
-	assert.NotContains(t, c.Server, ":"+strconv.Itoa(takenPort))
+	assert.NotContains(t, c.Server, ":"+strconv.Itoa(portOf(secure)))
 	assert.Contains(t, out.String(), "kube-scheduler")
+	assert.Contains(t, out.String(), "kube-controller-manager")
 	assert.Contains(t, out.String(), "etcd exited before it was ready")
+	time.Sleep(2 * time.Second) // a component fooled into "ready" exits within moments of its start
+	require.NoError(t, c.Healthy(), "every component started is still running\n%s", out.String())
 	client, err := c.Client()
 	require.NoError(t, err)
 	_, err = client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})

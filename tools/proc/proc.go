@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -105,3 +107,58 @@ func WaitFor(ctx context.Context, p *Process, what string, check func(context.Co
 
 // Pid is the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Listens reports whether the process itself holds a listening TCP socket on port (read from
+// Linux's /proc). A health check alone cannot tell: when a port picked free is taken before the
+// process binds it, whatever took it may answer the check (another stack's component does).
+func (p *Process) Listens(port int) (bool, error) {
+	sockets := map[string]bool{}
+	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(table)
+		if err != nil {
+			return false, fmt.Errorf("reading the socket table: %w", err)
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)        // sl local_address rem_address st ... inode
+			if len(f) < 10 || f[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			hexPort := f[1][strings.LastIndexByte(f[1], ':')+1:]
+			if v, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(v) == port {
+				sockets["socket:["+f[9]+"]"] = true
+			}
+		}
+	}
+	if len(sockets) == 0 {
+		return false, nil
+	}
+	dir := fmt.Sprintf("/proc/%d/fd", p.Pid())
+	fds, err := os.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("reading %s's open files: %w", p.Name, err)
+	}
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join(dir, fd.Name())); err == nil && sockets[target] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// ServedBy wraps a health check of a component serving on port: it passes only once the check
+// does and the component itself listens on the port.
+func ServedBy(p *Process, port int, check func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if err := check(ctx); err != nil {
+			return err
+		}
+		ours, err := p.Listens(port)
+		if err != nil {
+			return err
+		}
+		if !ours {
+			return fmt.Errorf("port %d answers, but %s does not listen on it (another process holds it)", port, p.Name)
+		}
+		return nil
+	}
+}
