@@ -11,6 +11,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetwright/fleetwright/pkg/clock"
 	"github.com/fleetwright/fleetwright/pkg/faultpoint"
@@ -183,6 +184,9 @@ func (e *executor) evict(ctx context.Context, node string, p *corev1.Pod, st *dr
 		faultpoint.Reach(faultpoint.TerminatorMidDrain)
 		return false
 	case apierrors.IsTooManyRequests(err):
+		if e.completeGranted(ctx, node, p, st, log) {
+			return false
+		}
 		st.Retries++
 		e.metrics.evictions.WithLabelValues("retried").Inc()
 		log.Debug().Str("pod", p.Namespace+"/"+p.Name).Msg("eviction refused by a disruption budget; retrying")
@@ -198,6 +202,49 @@ func (e *executor) evict(ctx context.Context, node string, p *corev1.Pod, st *dr
 			Msg("eviction failed; retrying with backoff")
 		return true
 	}
+}
+
+// completeGranted finishes an eviction a PodDisruptionBudget over the pod granted earlier but
+// that never deleted the pod, and reports whether it did. The Eviction API records the grant
+// in the budget's status.disruptedPods before it deletes the pod: an evicting client that died
+// between the two (a terminator killed mid-drain) leaves a budget that counts the pod as gone
+// and refuses every other eviction until Kubernetes drops the record two minutes later. Only a
+// grant made after the pod was created counts (a pod of the same name made since is not the
+// one it was for), and the deletion is the one the Eviction API would have made.
+func (e *executor) completeGranted(ctx context.Context, node string, p *corev1.Pod, st *drainStats, log zerolog.Logger) bool {
+	budgets, err := e.cs.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		log.Warn().Err(err).Str("pod", p.Namespace+"/"+p.Name).Msg("listing the pod's disruption budgets")
+		return false
+	}
+	var grant *policyv1.PodDisruptionBudget
+	for i := range budgets.Items {
+		b := &budgets.Items[i]
+		at, ok := b.Status.DisruptedPods[p.Name]
+		if !ok || !at.After(p.CreationTimestamp.Time) {
+			continue
+		}
+		if sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector); err == nil && sel.Matches(labels.Set(p.Labels)) {
+			grant = b
+			break
+		}
+	}
+	if grant == nil {
+		return false
+	}
+	uid := p.UID
+	err = e.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		log.Warn().Err(err).Str("pod", p.Namespace+"/"+p.Name).Str("budget", grant.Name).Msg("completing an eviction its disruption budget granted")
+		return false
+	}
+	st.Evicted++
+	e.metrics.evictions.WithLabelValues("completed").Inc()
+	tellObject(e.events, p, corev1.EventTypeNormal, reasonEvicted, "Evicted pod to drain node "+node+
+		" (completing the eviction PodDisruptionBudget "+grant.Name+" granted at "+grant.Status.DisruptedPods[p.Name].UTC().Format(time.RFC3339)+")")
+	log.Info().Str("pod", p.Namespace+"/"+p.Name).Str("budget", grant.Name).Time("granted", grant.Status.DisruptedPods[p.Name].Time).
+		Msg("evicted pod: completed the eviction its disruption budget had granted")
+	return true
 }
 
 // statusCode is the HTTP status of an API error, 0 if it carries none.

@@ -223,3 +223,67 @@ func TestDrainLogLinesCarryTheSpan(t *testing.T) {
 	assert.Equal(t, span.SpanContext().TraceID().String(), evicted["trace_id"])
 	assert.Equal(t, span.SpanContext().SpanID().String(), evicted["span_id"])
 }
+
+// An eviction a PodDisruptionBudget granted but whose pod was never deleted (the evicting
+// client died between the Eviction API's two writes: a terminator killed mid-drain) leaves the
+// budget refusing every eviction for two minutes. The drain completes the granted one by
+// deleting that pod, and only that one: a grant older than the pod is for an earlier pod of
+// the same name.
+func TestDrainCompletesAnEvictionItsBudgetGranted(t *testing.T) {
+	e := newEnv(t, 206)
+	node := e.ns + "-node"
+	ready := func(name string) *corev1.Pod {
+		e.runningPod(name, node, "granted")
+		var p *corev1.Pod
+		require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			p, err = e.kube.CoreV1().Pods(e.ns).UpdateStatus(e.ctx, cur, metav1.UpdateOptions{})
+			return err
+		}))
+		return p
+	}
+	interrupted, renamed := ready("interrupted"), ready("renamed")
+	pdbs := e.kube.PolicyV1().PodDisruptionBudgets(e.ns)
+	// minAvailable: bare pods have no controller to count them by for maxUnavailable.
+	_, err := pdbs.Create(e.ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "one"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "granted"}}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		b, err := pdbs.Get(e.ctx, "one", metav1.GetOptions{})
+		return err == nil && b.Status.ObservedGeneration == b.Generation && b.Status.ExpectedPods == 2
+	}, time.Minute, 100*time.Millisecond, "the disruption controller observes the budget")
+	// What the Eviction API's first write leaves: the grant recorded, the budget spent. The
+	// disruption controller keeps both records for two minutes: the pods are still there.
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		b, err := pdbs.Get(e.ctx, "one", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		b.Status.DisruptionsAllowed = 0
+		b.Status.DisruptedPods = map[string]metav1.Time{
+			interrupted.Name: metav1.NewTime(interrupted.CreationTimestamp.Add(time.Second)),
+			renamed.Name:     metav1.NewTime(renamed.CreationTimestamp.Add(-time.Second)),
+		}
+		_, err = pdbs.UpdateStatus(e.ctx, b, metav1.UpdateOptions{})
+		return err
+	}))
+
+	d := e.drainer()
+	var st drainStats
+	done, err := d.drain(e.ctx, node, time.Time{}, time.Now().Add(5*time.Second), &st, d.log, nil)
+	require.NoError(t, err)
+	assert.False(t, done, "the pod the grant is not for stays: the budget has nothing left for it")
+	_, err = e.kube.CoreV1().Pods(e.ns).Get(e.ctx, interrupted.Name, metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "the pod whose eviction was granted is gone: %v", err)
+	p, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, renamed.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Nil(t, p.DeletionTimestamp, "the pod created after the grant was not deleted")
+	assert.EqualValues(t, 1, st.Evicted)
+	assert.EqualValues(t, 1, testutil.ToFloat64(d.metrics.evictions.WithLabelValues("completed")))
+	assert.Positive(t, st.Retries, "the other pod's evictions were refused")
+}

@@ -26,7 +26,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		drain: f.HistogramVec("fleetwright_terminator_drain_seconds", "Time from cordon until the node held no evictable pods, by reason.",
 			drainBuckets, "reason"),
 		evictions: f.CounterVec("fleetwright_terminator_evictions_total", "Eviction API calls by outcome: evicted, retried (429, a PodDisruptionBudget said no), "+
-			"error (any other refusal, retried with backoff), forced (deleted after the grace period).", "outcome"),
+			"error (any other refusal, retried with backoff), forced (deleted after the grace period), "+
+			"completed (deleted: a PodDisruptionBudget had granted its eviction, whose client died before the deletion).", "outcome"),
 		interruptions: f.CounterVec("fleetwright_interruption_messages_total",
 			"SQS interruption messages by kind (spot_interruption, rebalance_recommendation, scheduled_change, state_change, unknown).", "kind"),
 		decisions: f.CounterVec("fleetwright_terminator_decisions_total", "Termination intents published, by reason.", "reason"),
