@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -30,50 +31,16 @@ func (s *Stack) dumpState() {
 	if err := s.Cluster.Healthy(); err != nil {
 		fmt.Fprintf(&b, "control plane: %v\n", err)
 	}
-	if nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
-		fmt.Fprintf(&b, "nodes: %v\n", err)
-	} else {
-		for _, n := range nodes.Items {
-			var taints []string
-			for _, t := range n.Spec.Taints {
-				taints = append(taints, t.Key+":"+string(t.Effect))
-			}
-			fmt.Fprintf(&b, "node %s unschedulable=%t ready=%s taints=%v created=%s deleting=%t\n", n.Name, n.Spec.Unschedulable,
-				nodeReady(&n), taints, n.CreationTimestamp.UTC().Format(time.TimeOnly), n.DeletionTimestamp != nil)
+	for _, section := range []struct {
+		what  string
+		lines func(context.Context) ([]string, error)
+	}{{"nodes", s.nodeLines}, {"pods", s.podLines}, {"budgets", s.budgetLines}, {"nodeclaims", s.claimLines}} {
+		lines, err := section.lines(ctx)
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v\n", section.what, err)
 		}
-	}
-	if pods, err := s.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{}); err != nil {
-		fmt.Fprintf(&b, "pods: %v\n", err)
-	} else {
-		for _, p := range pods.Items {
-			if p.Namespace == metav1.NamespaceSystem {
-				continue
-			}
-			fmt.Fprintf(&b, "pod %s/%s node=%q phase=%s ready=%s created=%s deleting=%t scheduled=%s\n", p.Namespace, p.Name,
-				p.Spec.NodeName, p.Status.Phase, podCondition(&p, corev1.PodReady), p.CreationTimestamp.UTC().Format(time.TimeOnly),
-				p.DeletionTimestamp != nil, podCondition(&p, corev1.PodScheduled))
-		}
-	}
-	if pdbs, err := s.Kube.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{}); err != nil {
-		fmt.Fprintf(&b, "budgets: %v\n", err)
-	} else {
-		for _, d := range pdbs.Items {
-			st := d.Status
-			fmt.Fprintf(&b, "pdb %s/%s healthy=%d/%d expected=%d allowed=%d observed=%d/%d\n", d.Namespace, d.Name,
-				st.CurrentHealthy, st.DesiredHealthy, st.ExpectedPods, st.DisruptionsAllowed, st.ObservedGeneration, d.Generation)
-		}
-	}
-	var claims karpv1.NodeClaimList
-	if err := s.Client.List(ctx, &claims); err != nil {
-		fmt.Fprintf(&b, "nodeclaims: %v\n", err)
-	} else {
-		for _, c := range claims.Items {
-			var conds []string
-			for _, cond := range c.Status.Conditions {
-				conds = append(conds, cond.Type+"="+string(cond.Status))
-			}
-			fmt.Fprintf(&b, "nodeclaim %s node=%q provider=%q conditions=%v created=%s deleting=%t\n", c.Name, c.Status.NodeName,
-				c.Status.ProviderID, conds, c.CreationTimestamp.UTC().Format(time.TimeOnly), c.DeletionTimestamp != nil)
+		for _, l := range lines {
+			b.WriteString(l + "\n")
 		}
 	}
 	for _, name := range []string{localcluster.KubeControllerManager, localcluster.KubeScheduler, localcluster.Kwok} {
@@ -88,6 +55,74 @@ func (s *Stack) dumpState() {
 		fmt.Fprintf(&b, "---- %s log, its end ----\n%s\n", name, log)
 	}
 	s.t.Log(b.String())
+}
+
+func (s *Stack) nodeLines(ctx context.Context) ([]string, error) {
+	nodes, err := s.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return render(nodes.Items, func(n *corev1.Node) string {
+		var taints []string
+		for _, t := range n.Spec.Taints {
+			taints = append(taints, t.Key+":"+string(t.Effect))
+		}
+		return fmt.Sprintf("node %s unschedulable=%t ready=%s taints=%v created=%s deleting=%t", n.Name, n.Spec.Unschedulable,
+			nodeReady(n), taints, n.CreationTimestamp.UTC().Format(time.TimeOnly), n.DeletionTimestamp != nil)
+	}), nil
+}
+
+func (s *Stack) podLines(ctx context.Context) ([]string, error) {
+	pods, err := s.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return render(pods.Items, func(p *corev1.Pod) string {
+		if p.Namespace == metav1.NamespaceSystem {
+			return ""
+		}
+		return fmt.Sprintf("pod %s/%s node=%q phase=%s ready=%s created=%s deleting=%t scheduled=%s", p.Namespace, p.Name,
+			p.Spec.NodeName, p.Status.Phase, podCondition(p, corev1.PodReady), p.CreationTimestamp.UTC().Format(time.TimeOnly),
+			p.DeletionTimestamp != nil, podCondition(p, corev1.PodScheduled))
+	}), nil
+}
+
+func (s *Stack) budgetLines(ctx context.Context) ([]string, error) {
+	pdbs, err := s.Kube.PolicyV1().PodDisruptionBudgets("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return render(pdbs.Items, func(d *policyv1.PodDisruptionBudget) string {
+		st := d.Status
+		return fmt.Sprintf("pdb %s/%s healthy=%d/%d expected=%d allowed=%d observed=%d/%d disrupted=%d", d.Namespace, d.Name,
+			st.CurrentHealthy, st.DesiredHealthy, st.ExpectedPods, st.DisruptionsAllowed, st.ObservedGeneration, d.Generation, len(st.DisruptedPods))
+	}), nil
+}
+
+func (s *Stack) claimLines(ctx context.Context) ([]string, error) {
+	var claims karpv1.NodeClaimList
+	if err := s.Client.List(ctx, &claims); err != nil {
+		return nil, err
+	}
+	return render(claims.Items, func(c *karpv1.NodeClaim) string {
+		var conds []string
+		for _, cond := range c.Status.Conditions {
+			conds = append(conds, cond.Type+"="+string(cond.Status))
+		}
+		return fmt.Sprintf("nodeclaim %s node=%q provider=%q conditions=%v created=%s deleting=%t", c.Name, c.Status.NodeName,
+			c.Status.ProviderID, conds, c.CreationTimestamp.UTC().Format(time.TimeOnly), c.DeletionTimestamp != nil)
+	}), nil
+}
+
+// render formats each item on a line of its own; an item formatted as "" is left out.
+func render[T any](items []T, format func(*T) string) []string {
+	var out []string
+	for i := range items {
+		if l := format(&items[i]); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func nodeReady(n *corev1.Node) corev1.ConditionStatus {

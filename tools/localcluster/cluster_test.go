@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetwright/fleetwright/tools/localcluster"
@@ -26,18 +27,24 @@ import (
 
 func TestMain(m *testing.M) { clustertest.Main(m) }
 
-// The getting-started shape on the bare control plane: a Deployment scaled to 5 gives 5
-// Pending pods; a Node annotated for kwok becomes Ready and the 5 pods run on it.
-func TestDeploymentRunsOnKwokNode(t *testing.T) {
+// inNamespace gives a test the shared cluster, its client, a context for the test's calls and
+// a namespace of the test's own.
+func inNamespace(t *testing.T, name string) (*localcluster.Cluster, kubernetes.Interface, context.Context, *corev1.Namespace) {
+	t.Helper()
 	c := clustertest.Get(t)
 	client, err := c.Client()
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "cluster-test"}}
-	_, err = client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	t.Cleanup(cancel)
+	ns, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	return c, client, ctx, ns
+}
+
+// The getting-started shape on the bare control plane: a Deployment scaled to 5 gives 5
+// Pending pods; a Node annotated for kwok becomes Ready and the 5 pods run on it.
+func TestDeploymentRunsOnKwokNode(t *testing.T) {
+	c, client, ctx, ns := inNamespace(t, "cluster-test")
 
 	labels := map[string]string{"app": "inflate"}
 	dep := &appsv1.Deployment{
@@ -54,7 +61,7 @@ func TestDeploymentRunsOnKwokNode(t *testing.T) {
 			},
 		},
 	}
-	_, err = client.AppsV1().Deployments(ns.Name).Create(ctx, dep, metav1.CreateOptions{})
+	_, err := client.AppsV1().Deployments(ns.Name).Create(ctx, dep, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	podsWith := func(pred func(corev1.Pod) bool) int {
@@ -169,15 +176,7 @@ func TestStartSurvivesAPortTakenInBetween(t *testing.T) {
 // them blocked every drain.)
 func TestKwokNodeStaysReadyPastTheNodeMonitorGracePeriod(t *testing.T) {
 	t.Parallel()
-	c := clustertest.Get(t)
-	client, err := c.Client()
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "heartbeat-test"}}
-	_, err = client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-	require.NoError(t, err)
+	_, client, ctx, ns := inNamespace(t, "heartbeat-test")
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "kwok-heartbeat-1", Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
 		Status: corev1.NodeStatus{
@@ -185,7 +184,7 @@ func TestKwokNodeStaysReadyPastTheNodeMonitorGracePeriod(t *testing.T) {
 			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("10")},
 		},
 	}
-	_, err = client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
 	pod := &corev1.Pod{
