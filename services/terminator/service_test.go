@@ -3,6 +3,7 @@ package main
 import (
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -293,7 +294,8 @@ func TestRegistrationTimeoutAndOrphans(t *testing.T) {
 	assert.True(t, running(stranger.ID), "an instance without karpenter.sh/nodepool is never collected")
 	_, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, "noreg-b", metav1.GetOptions{})
 	assert.NoError(t, err)
-	assert.Contains(t, e.metrics(), "fleetwright_terminator_orphans_terminated_total 1")
+	// Counted once TerminateInstances has answered, which may be after the emulator shows it.
+	assert.Eventually(t, func() bool { return strings.Contains(e.metrics(), "fleetwright_terminator_orphans_terminated_total 1") }, wait, tick)
 }
 
 // The terminator ends only instances tagged for the cluster and a node pool, as the launcher
@@ -323,7 +325,10 @@ func TestExecutorNeverTerminatesManagedNodeGroupInstances(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return e.consumed(intentsSubject(), "terminator", seqs[0]) && e.consumed(intentsSubject(), "terminator", seqs[1])
 	}, wait, tick, "both intents are settled")
-	assert.Contains(t, e.metrics(), `outcome="deadlettered",subject="`+intentsSubject()+`"} 2`, "the refusals are dead-lettered, not retried")
+	// Counted once the message is settled, which the consumer's state may show first.
+	assert.Eventually(t, func() bool {
+		return strings.Contains(e.metrics(), `outcome="deadlettered",subject="`+intentsSubject()+`"} 2`)
+	}, wait, tick, "the refusals are dead-lettered, not retried")
 
 	for _, inst := range []awsemu.InstanceInfo{withNode, bare} {
 		assert.Equal(t, "running", e.instance(inst.ID).State, "instance %s is a managed node group's", inst.ID)
