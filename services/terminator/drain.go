@@ -234,7 +234,10 @@ func (e *executor) completeGranted(ctx context.Context, node string, p *corev1.P
 	}
 	uid := p.UID
 	err = e.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return true // gone, or replaced by a pod of the same name: the next listing tells
+	case err != nil:
 		log.Warn().Err(err).Str("pod", p.Namespace+"/"+p.Name).Str("budget", grant.Name).Msg("completing an eviction its disruption budget granted")
 		return false
 	}
