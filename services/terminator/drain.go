@@ -90,7 +90,7 @@ func (e *executor) drain(ctx context.Context, node string, deadline, budget time
 			names[i] = left[i].Namespace + "/" + left[i].Name
 		}
 		observe(drainRound{Round: round, Pods: names})
-		refused := false
+		refused, budgets := false, map[string][]policyv1.PodDisruptionBudget{} // budgets: listed once a round, by namespace
 		for i := range left {
 			p := &left[i]
 			switch {
@@ -99,7 +99,7 @@ func (e *executor) drain(ctx context.Context, node string, deadline, budget time
 			case p.DeletionTimestamp != nil:
 				// evicted already; waiting for it to go
 			default:
-				refused = e.evict(ctx, node, p, st, log) || refused
+				refused = e.evict(ctx, node, p, budgets, st, log) || refused
 			}
 		}
 		if e.now().After(budget) {
@@ -169,7 +169,7 @@ func evictable(pods []corev1.Pod, now time.Time) []corev1.Pod {
 // evict asks the Eviction API to evict one pod; it reports whether the eviction was refused
 // and is to be retried with backoff: a 429 (a PodDisruptionBudget said no) or any other error
 // (a 500 for a pod under two budgets, a webhook's denial, an API server in trouble).
-func (e *executor) evict(ctx context.Context, node string, p *corev1.Pod, st *drainStats, log zerolog.Logger) bool {
+func (e *executor) evict(ctx context.Context, node string, p *corev1.Pod, budgets map[string][]policyv1.PodDisruptionBudget, st *drainStats, log zerolog.Logger) bool {
 	uid := p.UID
 	err := e.cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
@@ -184,7 +184,7 @@ func (e *executor) evict(ctx context.Context, node string, p *corev1.Pod, st *dr
 		faultpoint.Reach(faultpoint.TerminatorMidDrain)
 		return false
 	case apierrors.IsTooManyRequests(err):
-		if e.completeGranted(ctx, node, p, st, log) {
+		if e.completeGranted(ctx, node, p, budgets, st, log) {
 			return false
 		}
 		st.Retries++
@@ -210,22 +210,31 @@ func (e *executor) evict(ctx context.Context, node string, p *corev1.Pod, st *dr
 // between the two (a terminator killed mid-drain) leaves a budget that counts the pod as gone
 // and refuses every other eviction until Kubernetes drops the record two minutes later. Only a
 // grant made after the pod was created counts (a pod of the same name made since is not the
-// one it was for), and the deletion is the one the Eviction API would have made.
-func (e *executor) completeGranted(ctx context.Context, node string, p *corev1.Pod, st *drainStats, log zerolog.Logger) bool {
-	budgets, err := e.cs.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		log.Warn().Err(err).Str("pod", p.Namespace+"/"+p.Name).Msg("listing the pod's disruption budgets")
-		return false
+// one it was for), and the deletion is the one the Eviction API would have made. budgets holds
+// the round's listings by namespace (a namespace's budgets are listed at its first refusal).
+func (e *executor) completeGranted(ctx context.Context, node string, p *corev1.Pod, budgets map[string][]policyv1.PodDisruptionBudget,
+	st *drainStats, log zerolog.Logger,
+) bool {
+	listed, ok := budgets[p.Namespace]
+	if !ok {
+		l, err := e.cs.PolicyV1().PodDisruptionBudgets(p.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			log.Warn().Err(err).Str("pod", p.Namespace+"/"+p.Name).Msg("listing the pod's disruption budgets")
+			return false
+		}
+		listed = l.Items
+		budgets[p.Namespace] = listed
 	}
 	var grant *policyv1.PodDisruptionBudget
-	for i := range budgets.Items {
-		b := &budgets.Items[i]
-		at, ok := b.Status.DisruptedPods[p.Name]
-		if !ok || !at.After(p.CreationTimestamp.Time) {
+	var at time.Time
+	for i := range listed {
+		b := &listed[i]
+		t, ok := b.Status.DisruptedPods[p.Name]
+		if !ok || !t.After(p.CreationTimestamp.Time) {
 			continue
 		}
 		if sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector); err == nil && sel.Matches(labels.Set(p.Labels)) {
-			grant = b
+			grant, at = b, t.Time
 			break
 		}
 	}
@@ -233,7 +242,7 @@ func (e *executor) completeGranted(ctx context.Context, node string, p *corev1.P
 		return false
 	}
 	uid := p.UID
-	err = e.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	err := e.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	switch {
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		return true // gone, or replaced by a pod of the same name: the next listing tells
@@ -244,8 +253,8 @@ func (e *executor) completeGranted(ctx context.Context, node string, p *corev1.P
 	st.Evicted++
 	e.metrics.evictions.WithLabelValues("completed").Inc()
 	tellObject(e.events, p, corev1.EventTypeNormal, reasonEvicted, "Evicted pod to drain node "+node+
-		" (completing the eviction PodDisruptionBudget "+grant.Name+" granted at "+grant.Status.DisruptedPods[p.Name].UTC().Format(time.RFC3339)+")")
-	log.Info().Str("pod", p.Namespace+"/"+p.Name).Str("budget", grant.Name).Time("granted", grant.Status.DisruptedPods[p.Name].Time).
+		" (completing the eviction PodDisruptionBudget "+grant.Name+" granted at "+at.UTC().Format(time.RFC3339)+")")
+	log.Info().Str("pod", p.Namespace+"/"+p.Name).Str("budget", grant.Name).Time("granted", at).
 		Msg("evicted pod: completed the eviction its disruption budget had granted")
 	return true
 }
