@@ -151,16 +151,22 @@ func (s *solver) commitClaim(ps *podState, c *target, w claimWork) bool {
 	committed := make(vec, n)
 	var offered uint64
 	left := 0
+	ports := ps.shape.ports
 	bits.each(func(i int) {
 		t := &s.types[i]
-		if t.offerMask&w.mask == 0 || !fits(used, p.daemon, p.alloc[i]) || (limited && !withinLimit(p, p.capacity[i], room)) {
+		daemon := p.daemonOn(i)
+		if t.offerMask&w.mask == 0 || !fits(used, daemon.req, p.alloc[i]) || (limited && !withinLimit(p, p.capacity[i], room)) {
+			bits[i>>6] &^= 1 << (uint(i) & 63)
+			return
+		}
+		if _, blocked := daemon.portBlocked(ports); blocked {
 			bits[i>>6] &^= 1 << (uint(i) & 63)
 			return
 		}
 		left++
 		offered |= t.offerMask
 		for d := range maxAlloc {
-			maxAlloc[d] = max(maxAlloc[d], p.alloc[i][d]-p.daemon[d])
+			maxAlloc[d] = max(maxAlloc[d], p.alloc[i][d]-daemon.req[d])
 			committed[d] = max(committed[d], p.capacity[i][d])
 		}
 	})

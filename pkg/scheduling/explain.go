@@ -57,6 +57,9 @@ func (s *solver) explainPool(ps *podState, p *pool) string {
 		}
 		return incompatible(why)
 	}
+	if why := explainDaemonPorts(ps, p, bits); why != "" {
+		return incompatible(why)
+	}
 	if why := s.explainResources(ps, p, bits); why != "" {
 		return incompatible(why)
 	}
@@ -71,25 +74,45 @@ func (s *solver) explainPool(ps *podState, p *pool) string {
 	return incompatible("no instance type fits it together with the claim's other constraints")
 }
 
+// explainDaemonPorts names the DaemonSet whose host port keeps the pod off every allowed type.
+func explainDaemonPorts(ps *podState, p *pool, bits bitset) string {
+	if len(ps.shape.ports) == 0 {
+		return ""
+	}
+	first, free := "", false
+	bits.each(func(i int) {
+		why, blocked := p.daemonOn(i).portBlocked(ps.shape.ports)
+		if !blocked {
+			free = true
+		} else if first == "" {
+			first = why
+		}
+	})
+	if free {
+		return ""
+	}
+	return first + " on every instance type that fits its requirements"
+}
+
 // explainResources names the resources no allowed type has enough of.
 func (s *solver) explainResources(ps *podState, p *pool, bits bitset) string {
 	n := len(s.ix.names)
-	need := make(vec, n)
-	copy(need, ps.req)
-	need.add(p.daemon)
-	best := make(vec, n)
+	best := make(vec, n) // the most any type leaves for pods beside its DaemonSets
 	for i := range best {
 		best[i] = math.MinInt64
 	}
 	anyFits := false
 	bits.each(func(i int) {
+		left := p.alloc[i].clone()
+		left.sub(p.daemonOn(i).req)
 		for d := range best {
-			best[d] = max(best[d], p.alloc[i][d])
+			best[d] = max(best[d], left[d])
 		}
-		if fits(make(vec, n), need, p.alloc[i]) {
+		if fits(make(vec, n), ps.req, left) {
 			anyFits = true
 		}
 	})
+	need := ps.req
 	var short []string
 	for d := range need {
 		if need[d] > best[d] {
@@ -121,14 +144,13 @@ func (s *solver) explainLimits(ps *podState, p *pool, bits bitset) string {
 		return ""
 	}
 	n := len(s.ix.names)
-	need := make(vec, n)
-	copy(need, ps.req)
-	need.add(p.daemon)
 	room := make(vec, n)
 	s.limitRoom(p, nil, room)
 	blocking := -1
 	ok := false
 	bits.each(func(i int) {
+		need := ps.req.clone()
+		need.add(p.daemonOn(i).req)
 		if ok || !fits(make(vec, n), need, p.alloc[i]) {
 			return
 		}

@@ -101,7 +101,7 @@ func (s *solver) buildBins(p *pool, w claimWork, allowed bitset, bins []*bin) ([
 		committed := make(vec, len(s.ix.names))
 		opts.each(func(i int) {
 			t := &s.types[i]
-			if !fits(b.used, p.daemon, p.alloc[i]) {
+			if !fits(b.used, p.daemonOn(i).req, p.alloc[i]) {
 				opts[i>>6] &^= 1 << (uint(i) & 63)
 				return
 			}
@@ -185,7 +185,7 @@ func (s *solver) lpPack(p *pool, w claimWork, allowed bitset, pods []*podState, 
 		}
 		col := make([]float64, len(dims))
 		for k, d := range dims {
-			col[k] = max(0, float64(p.alloc[i][d]-p.daemon[d]))
+			col[k] = max(0, float64(p.alloc[i][d]-p.daemonOn(i).req[d]))
 		}
 		idx, cols, cost = append(idx, i), append(cols, col), append(cost, price)
 	})
@@ -220,7 +220,7 @@ func (s *solver) lpPack(p *pool, w claimWork, allowed bitset, pods []*podState, 
 	}
 	capOf := func(ti int) vec {
 		c := p.alloc[ti].clone()
-		c.sub(p.daemon)
+		c.sub(p.daemonOn(ti).req)
 		return c
 	}
 	var bins []*bin

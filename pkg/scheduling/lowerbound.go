@@ -53,7 +53,7 @@ func LowerBound(in Input) (float64, error) {
 			}
 			col := make([]float64, len(dims))
 			for k, d := range dims {
-				col[k] = max(0, float64(p.alloc[i][d]-p.daemon[d])/scale(d))
+				col[k] = max(0, float64(p.alloc[i][d]-p.daemonOn(i).req[d])/scale(d))
 			}
 			cols = append(cols, col)
 			cost = append(cost, price)

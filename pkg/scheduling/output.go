@@ -136,7 +136,13 @@ func (s *solver) nodeClaimOf(c *target, opts []int) NodeClaim {
 	}
 	nc.Labels[LabelNodePool] = c.pool.np.Name
 	used := c.used.clone()
-	used.add(c.pool.daemon)
+	daemon := make(vec, len(s.ix.names))
+	for _, i := range opts {
+		for d, q := range c.pool.daemonOn(i).req {
+			daemon[d] = max(daemon[d], q)
+		}
+	}
+	used.add(daemon)
 	nc.Requests = s.ix.list(used)
 	return nc
 }

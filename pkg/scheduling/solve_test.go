@@ -18,6 +18,17 @@ func pod(uid string, opts ...func(*Pod)) Pod {
 	return p
 }
 
+// bothArches is one pool allowing amd64 and arm64 types.
+var bothArches = []NodePool{{Name: "default", Requirements: []Requirement{{Key: LabelArch, Operator: OpIn, Values: []string{"amd64", "arm64"}}}}}
+
+// archOf is the architecture of a smallCatalog type ("c6g.2x" is arm64).
+func archOf(name string) string {
+	if fam, _, _ := strings.Cut(name, "."); strings.HasSuffix(fam, "g") {
+		return "arm64"
+	}
+	return "amd64"
+}
+
 func labelled(k, v string) func(*Pod) { return func(p *Pod) { p.Labels[k] = v } }
 
 func solve(t *testing.T, in Input) Plan {
@@ -281,6 +292,49 @@ func TestConstraintKinds(t *testing.T) {
 				}
 				if got := claimOf(plan, "b").Requests[ResourceCPU]; got != 2000 {
 					t.Fatalf("tainted claim cpu %d, want 2000", got)
+				}
+			}},
+		{"a daemonset pinned to one architecture is charged only to its types", Input{NodePools: bothArches,
+			DaemonSets: []DaemonSet{{Name: "amd-agent", Pod: Pod{Requests: ResourceList{ResourceCPU: 3000},
+				NodeSelector: map[string]string{LabelArch: "amd64"}}}},
+			Pods: []Pod{pod("arm", func(p *Pod) { p.NodeSelector = map[string]string{LabelArch: "arm64"} }),
+				pod("amd", func(p *Pod) { p.NodeSelector = map[string]string{LabelArch: "amd64"} })}},
+			func(t *testing.T, plan Plan) {
+				if got := claimOf(plan, "arm").Requests[ResourceCPU]; got != 1000 {
+					t.Fatalf("arm64 claim cpu %d, want 1000 (the amd64 daemonset does not run there)", got)
+				}
+				if got := claimOf(plan, "amd").Requests[ResourceCPU]; got != 4000 {
+					t.Fatalf("amd64 claim cpu %d, want 4000", got)
+				}
+			}},
+		{"a daemonset's host port keeps a pod wanting it off the types it runs on", Input{NodePools: bothArches,
+			DaemonSets: []DaemonSet{
+				{Name: "ds-amd", Pod: Pod{NodeSelector: map[string]string{LabelArch: "amd64"}, HostPorts: []HostPort{{Port: 8000}}}},
+				{Name: "ds-arm", Pod: Pod{NodeSelector: map[string]string{LabelArch: "arm64"}, HostPorts: []HostPort{{Port: 9000}}}}},
+			Pods: []Pod{pod("wants-8000", func(p *Pod) { p.HostPorts = []HostPort{{Port: 8000}} }),
+				pod("wants-9000", func(p *Pod) { p.HostPorts = []HostPort{{Port: 9000}} })}},
+			func(t *testing.T, plan Plan) {
+				for uid, wantArch := range map[string]string{"wants-8000": "arm64", "wants-9000": "amd64"} {
+					c := claimOf(plan, uid)
+					if c == nil {
+						t.Fatalf("%s not planned: %+v", uid, plan.Unschedulable)
+					}
+					for _, it := range c.InstanceTypes {
+						if arch := archOf(it); arch != wantArch {
+							t.Fatalf("%s may launch as %s (%s), where a daemonset binds its port", uid, it, arch)
+						}
+					}
+				}
+			}},
+		{"an in-flight claim keeps the host ports of its daemonsets", Input{NodePools: []NodePool{{Name: "default"}},
+			DaemonSets: []DaemonSet{{Name: "ds", Pod: Pod{HostPorts: []HostPort{{Port: 8000}}}}},
+			Nodes: []Node{{Name: "in-flight", NodePool: "default", InFlight: true, Labels: map[string]string{LabelNodePool: "default"},
+				Allocatable: ResourceList{ResourceCPU: 8000, ResourceMemory: 16 * GiB, ResourcePods: 10}}},
+			Pods: []Pod{pod("a", func(p *Pod) { p.HostPorts = []HostPort{{Port: 8000}} })}},
+			func(t *testing.T, plan Plan) {
+				if len(plan.Placements) != 0 || len(plan.NodeClaims) != 0 || len(plan.Unschedulable) != 1 ||
+					!strings.Contains(plan.Unschedulable[0].Reason, "host port 8000/TCP is bound by daemonset /ds") {
+					t.Fatalf("placements %+v, claims %d, unschedulable %+v", plan.Placements, len(plan.NodeClaims), plan.Unschedulable)
 				}
 			}},
 		{"an in-flight claim keeps room for its pool's daemonsets", Input{NodePools: []NodePool{{Name: "default"}},

@@ -271,6 +271,7 @@ func (s *solver) compileNodes() {
 			p.committed.add(s.capacityVec(c))
 			if n.InFlight {
 				t.used.add(p.daemon)
+				t.ports = append(t.ports, s.inFlightDaemonPorts(p, n.Labels)...)
 			}
 		}
 		s.nodes = append(s.nodes, t)
