@@ -54,7 +54,7 @@ const (
 type Want struct {
 	Pods        PodScope
 	Nodes       bool
-	DaemonSets  bool
+	DaemonSets  bool // DaemonSets and the LimitRanges admission applies to their pods (DaemonSetPod)
 	Volumes     bool // PersistentVolumeClaims, PersistentVolumes and StorageClasses, for podproj
 	NodeClaims  bool
 	Pools       bool // NodePools, and v1alpha5 Provisioners where that API is served
@@ -67,7 +67,7 @@ type Want struct {
 // fields dropped, and readiness that says when all of them have listed. Informers a service did
 // not ask for are nil.
 type Cache struct {
-	Pods, Nodes, DaemonSets, PDBs                               cache.SharedIndexInformer
+	Pods, Nodes, DaemonSets, LimitRanges, PDBs                  cache.SharedIndexInformer
 	NodeClaims, NodePools, NodeClasses, Provisioners, Templates cache.SharedIndexInformer
 	Volumes                                                     podproj.Listers
 	// Legacy is whether the v1alpha5 generation's CRDs are served (and so watched).
@@ -82,6 +82,7 @@ type Cache struct {
 // Index names.
 const (
 	byNode     = "node"     // pods by spec.nodeName
+	byOwner    = "owner"    // pods by their controller's UID
 	byNominee  = "nominee"  // NodeClaims by the UIDs of the pods nominated to them
 	byInstance = "instance" // NodeClaims by EC2 instance id
 )
@@ -110,13 +111,14 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, want Want, log zerolo
 		c.Pods = add(core.Core().V1().Pods().Informer(), SlimPod)
 	}
 	if c.Pods != nil {
-		errs = append(errs, c.Pods.AddIndexers(cache.Indexers{byNode: podByNode}))
+		errs = append(errs, c.Pods.AddIndexers(cache.Indexers{byNode: podByNode, byOwner: podByOwner}))
 	}
 	if want.Nodes {
 		c.Nodes = add(core.Core().V1().Nodes().Informer(), SlimNode)
 	}
 	if want.DaemonSets {
 		c.DaemonSets = add(core.Apps().V1().DaemonSets().Informer(), StripManagedFields)
+		c.LimitRanges = add(core.Core().V1().LimitRanges().Informer(), StripManagedFields)
 	}
 	if want.PDBs {
 		c.PDBs = add(core.Policy().V1().PodDisruptionBudgets().Informer(), StripManagedFields)
@@ -212,6 +214,16 @@ func served(kube kubernetes.Interface, gvrs ...schema.GroupVersionResource) (boo
 func podByNode(o any) ([]string, error) {
 	if p, ok := o.(*corev1.Pod); ok {
 		return []string{p.Spec.NodeName}, nil
+	}
+	return nil, nil
+}
+
+// podByOwner indexes a pod by the UID of its controller, if it has one.
+func podByOwner(o any) ([]string, error) {
+	if p, ok := o.(*corev1.Pod); ok {
+		if ref := metav1.GetControllerOf(p); ref != nil {
+			return []string{string(ref.UID)}, nil
+		}
 	}
 	return nil, nil
 }

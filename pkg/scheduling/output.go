@@ -144,6 +144,7 @@ func (s *solver) nodeClaimOf(c *target, opts []int) NodeClaim {
 	}
 	used.add(daemon)
 	nc.Requests = s.ix.list(used)
+	nc.Overhead = s.ix.list(daemon)
 	return nc
 }
 

@@ -66,8 +66,10 @@ type NodeClaim struct {
 	Labels        map[string]string
 	Taints        []Taint
 	StartupTaints []Taint
-	// Requests is what the pods and DaemonSets ask for on it.
+	// Requests is what the pods and DaemonSets ask for on it; Overhead the DaemonSets' part
+	// (the most any of its types carries).
 	Requests ResourceList
+	Overhead ResourceList
 	// PriceUSDPerHour is the cheapest allowed offering of the first instance type.
 	PriceUSDPerHour float64
 }

@@ -32,6 +32,9 @@ type config struct {
 	// NominationCheck is how often the leader ends nominations ready nodes cannot honour.
 	Nomination      podproj.NominationRule
 	NominationCheck time.Duration
+	// LaunchLoop stops launching nodes for a workload whose launched nodes keep coming up without
+	// room for it.
+	LaunchLoop podproj.LaunchLoopRule
 	// VMMemoryOverhead is the share of an instance's nominal memory the hypervisor and kernel
 	// keep, which the scheduler takes off every type's memory (Karpenter's
 	// VM_MEMORY_OVERHEAD_PERCENT, a fraction despite the name).
@@ -63,6 +66,7 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.BatchTimeout, "batch-timeout", service.EnvDuration("BATCH_TIMEOUT", 10*time.Minute),
 		"how long the handling of one pending-pod batch may take before it is given up and retried; a batch of thousands of pods takes minutes at the client's QPS (env BATCH_TIMEOUT)")
 	c.Nomination.RegisterFlags(fs, service.EnvDuration)
+	c.LaunchLoop.RegisterFlags(fs, service.EnvInt, service.EnvDuration)
 	fs.DurationVar(&c.NominationCheck, "nomination-check", service.EnvDuration("NOMINATION_CHECK_INTERVAL", 2*time.Second),
 		"how often the leader ends the nominations of pods a ready node has no room left for (env NOMINATION_CHECK_INTERVAL)")
 	fs.Float64Var(&c.VMMemoryOverhead, "vm-memory-overhead-percent", service.EnvFloat("VM_MEMORY_OVERHEAD_PERCENT", scheduling.VMMemoryOverhead),
@@ -90,6 +94,9 @@ func parseConfig(args []string) (config, error) {
 		errs = append(errs, errors.New("--reconcile-interval, --nomination-check and --batch-timeout must be positive"))
 	}
 	if err := c.Nomination.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.LaunchLoop.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.MaxInstanceTypes < 1 || c.MaxInstanceTypes > 60 {

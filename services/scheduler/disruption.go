@@ -283,6 +283,7 @@ func formatPercent(f float64) string { return strconv.FormatFloat(f*100, 'f', -1
 // ones a do-not-disrupt annotation or a PodDisruptionBudget holds back are returned as blocked.
 func (s *scheduler) candidates(st *disruptionState) (cands []scheduling.Candidate, blocked []scheduling.Rejection, causes map[string]string) {
 	causes = map[string]string{}
+	kept := s.cfg.LaunchLoop.Keeps(st.v.histories, s.pendingPods())
 	for _, name := range slices.Sorted(maps.Keys(st.claims)) {
 		nc := st.claims[name]
 		p, ok := st.pools[claimPool(nc)]
@@ -311,6 +312,11 @@ func (s *scheduler) candidates(st *disruptionState) (cands []scheduling.Candidat
 			continue
 		}
 		st.consolidatable[nc.Name] = true
+		if why, ok := kept[nc.Name]; ok {
+			blocked = append(blocked, scheduling.Rejection{Node: node.Name, Reason: "kept: " + why})
+			causes[node.Name] = "launch-loop"
+			continue
+		}
 		if why, cause := blocker(node, pods, st.pdbs); why != "" {
 			blocked = append(blocked, scheduling.Rejection{Node: node.Name, Reason: why})
 			causes[node.Name] = cause

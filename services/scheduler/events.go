@@ -2,6 +2,7 @@ package main
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -9,6 +10,9 @@ import (
 const (
 	reasonNominated        = "Nominated"
 	reasonFailedScheduling = "FailedScheduling"
+	// reasonLaunchMisfit, on a NodeClaim: its node came up without room for what it was launched
+	// for (the launch-loop breaker counts it).
+	reasonLaunchMisfit = "LaunchMisfit"
 )
 
 // nominated tells the pod which NodeClaim (or node) it waits for.
@@ -25,4 +29,9 @@ func offeredAgain(r record.EventRecorder, pod *corev1.Pod, why string) {
 // failedScheduling tells the pod why no NodePool can take it.
 func failedScheduling(r record.EventRecorder, pod *corev1.Pod, reason string) {
 	r.Eventf(pod, corev1.EventTypeWarning, reasonFailedScheduling, "Failed to schedule pod, %s", reason)
+}
+
+// launchMisfit tells a NodeClaim that its node did not hold the pods it was launched for.
+func launchMisfit(r record.EventRecorder, nc runtime.Object, why string) {
+	r.Eventf(nc, corev1.EventTypeWarning, reasonLaunchMisfit, "Node did not hold the pods it was launched for: %s", why)
 }

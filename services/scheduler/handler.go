@@ -64,8 +64,8 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 		return fmt.Errorf("reading cluster state: %w", err)
 	}
 	nodes, pods := gather(func() []scheduling.Node { return s.nodes(v) }, func() []scheduling.Pod { return s.stillPending(pods) })
-	if len(pods) == 0 {
-		log.Debug().Msg("every pod was bound while the cluster was read")
+	if pods = s.heldBack(pods, kube, v, log); len(pods) == 0 {
+		log.Debug().Msg("every pod was bound while the cluster was read, or is held back by the launch-loop breaker")
 		s.metrics.batches.WithLabelValues("nothing_to_do").Inc()
 		return nil
 	}

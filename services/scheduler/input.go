@@ -25,6 +25,8 @@ type view struct {
 	daemonSets []*appsv1.DaemonSet
 	types      []scheduling.InstanceType
 	byName     map[string]*scheduling.InstanceType
+	// histories are the launch-loop records of the workloads claims were launched for.
+	histories map[string]podproj.LaunchHistory
 }
 
 // pool finds a pool by name.
@@ -53,7 +55,7 @@ func (s *scheduler) input(v view, nodes []scheduling.Node, pods []scheduling.Pod
 	}
 	for _, ds := range v.daemonSets {
 		in.DaemonSets = append(in.DaemonSets, scheduling.DaemonSet{Namespace: ds.Namespace, Name: ds.Name,
-			Pod: daemonSetPod(ds.Namespace, ds.Name, ds.Spec.Template, s.cluster.Volumes)})
+			Pod: corePod(podproj.Project(s.cluster.DaemonSetPod(ds), s.cluster.Volumes))})
 	}
 	in.Nodes = nodes
 	return in

@@ -25,8 +25,12 @@ type metrics struct {
 	// nominationsEndedEarly the nominations this replica ended because the node had no room.
 	nominationsEnded      prometheus.Counter
 	nominationsEndedEarly prometheus.Counter
-	takeoverPods          prometheus.Counter     // pods offered at once on taking the lease
-	fenced                *prometheus.CounterVec // writes not made: the lease's hold was gone or stale, by write
+	takeoverPods          prometheus.Counter // pods offered at once on taking the lease
+	// The launch-loop breaker: pods offered while their workload was held, and nodes found not to
+	// hold what their claim was launched for.
+	launchLoopHeld prometheus.Counter
+	misfits        prometheus.Counter
+	fenced         *prometheus.CounterVec // writes not made: the lease's hold was gone or stale, by write
 	// Disruption (consolidation and drift).
 	disruptionSeconds prometheus.Histogram
 	decisions         *prometheus.CounterVec // by reason and action
@@ -53,6 +57,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		nominationsEndedEarly: f.Counter("fleetwright_scheduler_nominations_ended_early_total",
 			"Nominations the scheduler ended because the claim's ready node had no room left for the pod (kube-scheduler placed others there)."),
 		takeoverPods: f.Counter("fleetwright_scheduler_takeover_pods_total", "Pending pods without a live nomination that a replica offered at once on taking the lease."),
+		launchLoopHeld: f.Counter("fleetwright_scheduler_launch_loop_held_pods_total",
+			"Pending pods offered while the launch-loop breaker held their workload: nodes launched for it kept coming up without room for it, so no new one was launched."),
+		misfits: f.Counter("fleetwright_scheduler_launch_misfits_total",
+			"NodeClaims whose ready node did not hold a pod it was launched for, though no other workload took the room (the node registered less than planned, or admission grew its DaemonSet pods)."),
 		fenced: f.CounterVec("fleetwright_scheduler_fenced_writes_total",
 			"Writes not made because this replica no longer held the scheduler Lease, or its last renewal was too old to be sure, by write.", "write"),
 		disruptionSeconds: f.Histogram("fleetwright_disruption_decision_duration_seconds",

@@ -229,6 +229,7 @@ func (s *scheduler) createPlanned(ctx context.Context, c scheduling.NodeClaim, v
 		for _, n := range noms {
 			nc.Annotations[podproj.NominationKey(n.UID)] = n.Value()
 		}
+		launchRecord(nc, pods, c.Overhead, v.histories)
 	})
 	adopted := false
 	if apierrors.IsAlreadyExists(err) {

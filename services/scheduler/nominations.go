@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -37,15 +38,27 @@ func (s *scheduler) endUnfulfillable(ctx context.Context) error {
 		}
 		var edits []nominationEdit
 		ended := 0
+		var misfit podproj.Misfit
+		misfitted := false
 		if node, ok := s.cluster.Node(c.NodeName); ok && !c.ReadyAt.IsZero() {
-			for _, pod := range s.overflow(node, s.liveNominations(c.Name)) {
+			overflow := s.overflow(node, s.liveNominations(c.Name))
+			misfit, misfitted = s.misfitFor(nc, node, overflow)
+			for _, pod := range overflow {
 				n, ok := podproj.NominationOn(nc, string(pod.UID))
 				if !ok {
 					continue // nominated moments ago, not cached yet: the next round
 				}
 				n.Ended = fmt.Sprintf("its node %s (nodeclaim/%s) has no room left for it: kube-scheduler placed other pods there", node.Name, c.Name)
+				if misfitted && slices.Contains(misfit.Workloads, podproj.WorkloadOf(pod)) {
+					n.Ended = fmt.Sprintf("nodeclaim/%s was launched for it, but %s", c.Name, misfit.Why)
+				}
 				edits = append(edits, nominationEdit{uid: n.UID, was: nc.Annotations[podproj.NominationKey(n.UID)], now: &n})
 				ended++
+			}
+		}
+		if misfitted {
+			if err := s.recordMisfit(ctx, nc, misfit); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		for _, n := range podproj.NominationsOn(nc) {

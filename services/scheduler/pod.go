@@ -1,9 +1,6 @@
 package main
 
 import (
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
@@ -11,7 +8,7 @@ import (
 
 // This file converts pods into the scheduling core's Pod. Every pod goes through the same
 // projection (podproj.Project, the one pod-watcher publishes), so a pod from a batch, a pod
-// bound to a node and a DaemonSet's template are read alike.
+// bound to a node and a DaemonSet's pod (clusterstate.DaemonSetPod) are read alike.
 
 // corePod converts a pod projection into the core's Pod.
 func corePod(p *podsv1.PodProjection) scheduling.Pod {
@@ -99,11 +96,4 @@ func labelSelector(s *commonv1.LabelSelector) *scheduling.LabelSelector {
 			scheduling.Requirement{Key: e.GetKey(), Operator: scheduling.Operator(e.GetOperator()), Values: e.GetValues()})
 	}
 	return out
-}
-
-// daemonSetPod is the pod a DaemonSet would run on a new node: its template, projected.
-func daemonSetPod(ns, name string, tmpl corev1.PodTemplateSpec, vols podproj.VolumeLookup) scheduling.Pod {
-	pod := &corev1.Pod{ObjectMeta: tmpl.ObjectMeta, Spec: tmpl.Spec}
-	pod.Namespace, pod.Name = ns, name
-	return corePod(podproj.Project(pod, vols))
 }

@@ -8,6 +8,7 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
 
@@ -46,8 +47,10 @@ func (s *scheduler) read() (view, error) {
 			hash: p.Hash(), classHash: p.NodeClassHash})
 	}
 	sortPools(v.pools)
-	for _, nc := range s.cluster.Claims() {
+	claims := s.cluster.Claims()
+	for _, nc := range claims {
 		v.claims = append(v.claims, claimStateOf(nc))
 	}
+	v.histories = podproj.LaunchHistories(claims)
 	return v, nil
 }

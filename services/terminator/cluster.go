@@ -48,13 +48,14 @@ type claimRef struct {
 type kube struct {
 	registrationTTL time.Duration
 	nomination      podproj.NominationRule
+	launchLoop      podproj.LaunchLoopRule
 
 	cache  *clusterstate.Cache
 	nodes  writer[*corev1.Node]
 	claims writer[*unstructured.Unstructured]
 }
 
-func newKube(rt *service.Runtime, registrationTTL time.Duration, nomination podproj.NominationRule) (*kube, error) {
+func newKube(rt *service.Runtime, registrationTTL time.Duration, nomination podproj.NominationRule, launchLoop podproj.LaunchLoopRule) (*kube, error) {
 	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
 	if err != nil {
 		return nil, fmt.Errorf("creating dynamic client: %w", err)
@@ -64,7 +65,7 @@ func newKube(rt *service.Runtime, registrationTTL time.Duration, nomination podp
 		return nil, err
 	}
 	nodes, claims := writers(rt.Kube, dyn)
-	return &kube{registrationTTL: registrationTTL, nomination: nomination, cache: c, nodes: nodes, claims: claims}, nil
+	return &kube{registrationTTL: registrationTTL, nomination: nomination, launchLoop: launchLoop, cache: c, nodes: nodes, claims: claims}, nil
 }
 
 // writers are the kube's writers of Nodes and NodeClaims, straight to the API server.
@@ -162,9 +163,13 @@ func (k *kube) candidates(now time.Time) []candidate {
 	// one pod could be emptied before the pod lands on it.
 	awaited := map[string]time.Time{} // claim → when the first nomination to it ends by the clock; zero: none does
 	lookup := func(name string) (podproj.Claim, bool) { c, ok := byName[name]; return c, ok }
+	var pending []*corev1.Pod
 	for _, p := range k.cache.Unbound() {
 		if !active(p) {
 			continue
+		}
+		if ok, _ := podproj.Pending(p); ok {
+			pending = append(pending, p)
 		}
 		if n := k.nomination.JudgeNomination(k.cache.NominationOf(string(p.UID)), lookup, now); n.Live {
 			if until, seen := awaited[n.Claim]; !seen || !n.Expires.IsZero() && (until.IsZero() || n.Expires.Before(until)) {
@@ -172,6 +177,9 @@ func (k *kube) candidates(now time.Time) []candidate {
 			}
 		}
 	}
+	// The last node launched for a workload that did not hold its pod stays while the pod is
+	// pending (podproj.LaunchLoopRule): emptied away, the next launch for it would loop.
+	kept := k.launchLoop.Keeps(podproj.LaunchHistories(claims), pending)
 	var out []candidate
 	for _, nc := range claims {
 		if nc.Status.ProviderID == "" {
@@ -190,6 +198,9 @@ func (k *kube) candidates(now time.Time) []candidate {
 			describeNode(&c, node, k.cache.PodsOn(node.Name))
 			if until, ok := awaited[nc.Name]; ok {
 				c.Empty, c.AwaitedUntil = false, until
+			}
+			if why, ok := kept[nc.Name]; ok {
+				c.Empty, c.KeptFor = false, why
 			}
 		}
 		out = append(out, c)

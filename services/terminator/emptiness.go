@@ -38,6 +38,9 @@ type candidate struct {
 	// AwaitedUntil is when the first live nomination of a pending pod to this claim ends by the
 	// clock (podproj.Nomination.Expires); zero when none does. Such a pod keeps Empty false.
 	AwaitedUntil time.Time
+	// KeptFor says why the node stays though it may hold no pod: it was launched for a pod still
+	// pending and did not hold it (podproj.LaunchLoopRule.Keeps). It keeps Empty false.
+	KeptFor string
 }
 
 // actionKind is what a decision stage asks for.

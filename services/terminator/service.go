@@ -30,7 +30,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	if err != nil {
 		return fmt.Errorf("loading AWS configuration: %w", err)
 	}
-	k, err := newKube(rt, cfg.RegistrationTTL, cfg.Nomination)
+	k, err := newKube(rt, cfg.RegistrationTTL, cfg.Nomination, cfg.LaunchLoop)
 	if err != nil {
 		return err
 	}

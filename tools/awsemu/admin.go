@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // The admin API, on the same server under /_emu/ (JSON in and out):
@@ -17,6 +19,9 @@ import (
 //	POST /_emu/interrupt  {"kind":"spot-interruption","instanceId":"i-...","state":"stopping","notice":"30s"}
 //	GET  /_emu/instances  → [InstanceInfo]
 //	POST /_emu/parameters {"name":"/my/ami","value":"ami-..."}  an SSM parameter of the account
+//	POST /_emu/node-overhead {"memory":"2Gi","cpu":"500m"}  nodes registering from now on reserve
+//	                      that much more than their type and kubelet settings say (an AMI whose
+//	                      bootstrap reserves more than planned); {} stops it
 //	GET  /_emu/calls      → [Call]
 //	GET  /_emu/launch-templates  → [LaunchTemplateInfo]
 //	GET  /_emu/instance-profiles → [InstanceProfileInfo]
@@ -53,6 +58,15 @@ func (e *Emulator) SetCapacity(r CapacityRule) error {
 	defer e.mu.Unlock()
 	e.capRules = append(e.capRules, r)
 	return nil
+}
+
+// SetNodeOverhead makes the nodes that register from now on reserve this much beyond what their
+// type and kubelet settings say, as a node image whose bootstrap reserves more than the
+// scheduler's model; empty stops it.
+func (e *Emulator) SetNodeOverhead(o corev1.ResourceList) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.nodeOverhead = o.DeepCopy()
 }
 
 // Calls returns the calls made so far (the most recent 10,000 at most).
@@ -116,6 +130,12 @@ func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		var p Parameter
 		if decode(&p) {
 			writeAdminResult(w, e.PutParameter(p.Name, p.Value))
+		}
+	case "POST node-overhead":
+		var o corev1.ResourceList
+		if decode(&o) {
+			e.SetNodeOverhead(o)
+			writeAdmin(w, http.StatusOK, map[string]bool{"ok": true})
 		}
 	case "GET instances":
 		writeAdmin(w, http.StatusOK, e.Instances())

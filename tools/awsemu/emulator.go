@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // maxBodyBytes bounds every request body; SQS messages are at most 256 KiB.
@@ -33,16 +35,19 @@ type Emulator struct {
 	templates map[string]*launchTemplate // by id
 	ltByName  map[string]string
 	capRules  []CapacityRule
-	used      map[Pool]int
-	ipNext    map[string]int // per subnet
-	queues    map[string]*queue
-	params    map[string]Parameter // the account's own SSM parameters (PutParameter)
-	timers    timerHeap
-	firing    time.Time // due time of the timer being run, zero outside timers
-	calls     []Call
-	throttle  throttleState
-	roles     map[string]*iamRole         // IAM, by name (iam.go)
-	profiles  map[string]*instanceProfile // IAM, by name
+	// nodeOverhead is what nodes registering now reserve beyond what their type and kubelet
+	// settings say (SetNodeOverhead).
+	nodeOverhead corev1.ResourceList
+	used         map[Pool]int
+	ipNext       map[string]int // per subnet
+	queues       map[string]*queue
+	params       map[string]Parameter // the account's own SSM parameters (PutParameter)
+	timers       timerHeap
+	firing       time.Time // due time of the timer being run, zero outside timers
+	calls        []Call
+	throttle     throttleState
+	roles        map[string]*iamRole         // IAM, by name (iam.go)
+	profiles     map[string]*instanceProfile // IAM, by name
 }
 
 // New builds an emulator from cfg (defaults filled in) with its interruption queue created.
@@ -66,6 +71,7 @@ func (e *Emulator) resetLocked() {
 	e.templates = map[string]*launchTemplate{}
 	e.ltByName = map[string]string{}
 	e.capRules = nil
+	e.nodeOverhead = nil
 	e.used = map[Pool]int{}
 	e.ipNext = map[string]int{}
 	e.queues = map[string]*queue{}

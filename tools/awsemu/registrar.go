@@ -33,6 +33,9 @@ type NodeSpec struct {
 	// Settings is what decides its capacity beyond the type: the kubelet settings and
 	// instance-store policy of its user data, its template's volumes; nil: the defaults.
 	Settings *scheduling.NodeSettings
+	// Overhead is reserved beyond what Settings say (Emulator.SetNodeOverhead): the node
+	// registers that much less allocatable.
+	Overhead corev1.ResourceList
 }
 
 // nodeSpec describes the Node an instance registers; user data that cannot be read gives a
@@ -41,7 +44,7 @@ func (e *Emulator) nodeSpec(inst *instance) NodeSpec {
 	t, _ := e.world.instanceType(inst.Type)
 	s, _ := e.world.subnetByID(inst.SubnetID)
 	spec := NodeSpec{Name: inst.PrivateDNS, InstanceID: inst.ID, Type: t, Zone: inst.Zone, ZoneID: s.ZoneID,
-		Region: e.cfg.Region, CapacityType: inst.CapacityType, PrivateIP: inst.PrivateIP}
+		Region: e.cfg.Region, CapacityType: inst.CapacityType, PrivateIP: inst.PrivateIP, Overhead: e.nodeOverhead.DeepCopy()}
 	ud, err := decodeUserData(inst.UserData)
 	if err == nil {
 		var ks kubeletSettings
@@ -93,6 +96,15 @@ func (s NodeSpec) Node() *corev1.Node {
 		c, a, _ = scheduling.NodeResources(t, scheduling.DefaultNodeSettings())
 	}
 	capacity, allocatable := podproj.KubeResources(c), podproj.KubeResources(a)
+	for name, q := range s.Overhead {
+		if cur, ok := allocatable[name]; ok {
+			cur.Sub(q)
+			if cur.Sign() < 0 {
+				cur.Set(0)
+			}
+			allocatable[name] = cur
+		}
+	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        s.Name,

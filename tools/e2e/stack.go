@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +45,7 @@ type Stack struct {
 	services map[string]*Service
 	ports    map[string]string
 	opt      Options
+	claimLog *ClaimLog
 }
 
 // Options change how NewStackWith builds a stack.
@@ -123,6 +125,17 @@ func NewStackWith(t testing.TB, opt Options) *Stack {
 		if t.Failed() {
 			s.dumpState() // after the services' logs (cleanups run last first), before the cluster stops
 		}
+	})
+	dyn, err := dynamic.NewForConfig(rc)
+	require.NoError(t, err)
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	s.claimLog = watchClaims(watchCtx, dyn)
+	// Every test ends with no pod pending while nodes launched for it keep coming up without it.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			s.assertNoLaunchLoop(t)
+		}
+		stopWatch()
 	})
 
 	emuAddr := FreeAddr(t)
@@ -358,6 +371,9 @@ func (s *Stack) NodeClaims(t testing.TB) []karpv1.NodeClaim {
 	require.NoError(t, s.Client.List(context.Background(), &list))
 	return list.Items
 }
+
+// ClaimLog is every NodeClaim the stack has had, as last seen.
+func (s *Stack) ClaimLog() *ClaimLog { return s.claimLog }
 
 // Calls counts the emulator's answered calls of an action.
 func (s *Stack) Calls(t testing.TB, action string) int {

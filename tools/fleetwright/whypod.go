@@ -34,11 +34,21 @@ type PodReport struct {
 	NominatedTo string   `json:"nominatedTo,omitempty"`
 	// NominationEnded says why the scheduler ended that nomination before its time, if it did.
 	NominationEnded string `json:"nominationEnded,omitempty"`
+	// LaunchLoop: the nodes launched for the pod's workload that came up and did not hold it (the
+	// scheduler's launch-loop breaker stops launching once there are --max-failed-launches).
+	LaunchLoop *LaunchLoopReport `json:"launchLoop,omitempty"`
 	// Unplaceable: the scheduler's last word on why no NodePool could take it, per pool.
 	Unplaceable []PoolExplanation `json:"unplaceable,omitempty"`
 	TraceID     string            `json:"traceID,omitempty"`
 	TraceURL    string            `json:"traceURL,omitempty"`
 	Timeline    []Event           `json:"timeline,omitempty"`
+}
+
+// LaunchLoopReport is the launch-loop record of a pod's workload (podproj.LaunchHistory).
+type LaunchLoopReport struct {
+	FailedLaunches int    `json:"failedLaunches"`
+	LastNodeClaim  string `json:"lastNodeClaim,omitempty"`
+	LastMisfit     string `json:"lastMisfit,omitempty"`
 }
 
 // BatchRef is one PendingPodBatch a pod was in.
@@ -93,19 +103,26 @@ func whyPodCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// nominationOf finds the pod's latest nomination among the NodeClaims' records.
-func nominationOf(ctx context.Context, kube client.Client, uid string) (podproj.PodNomination, error) {
+// claimRecords reads what the NodeClaims record of a pending pod: its latest nomination, and the
+// launch-loop record of its workload (nil if no claim was launched for it).
+func claimRecords(ctx context.Context, kube client.Client, pod *corev1.Pod) (podproj.PodNomination, *LaunchLoopReport, error) {
 	var claims karpv1.NodeClaimList
 	if err := kube.List(ctx, &claims); err != nil {
-		return podproj.PodNomination{}, fmt.Errorf("listing nodeclaims: %w", err)
+		return podproj.PodNomination{}, nil, fmt.Errorf("listing nodeclaims: %w", err)
 	}
 	var latest podproj.PodNomination
+	all := make([]*karpv1.NodeClaim, 0, len(claims.Items))
 	for i := range claims.Items {
-		if n, ok := podproj.NominationOn(&claims.Items[i], uid); ok && (latest.Claim == "" || n.Supersedes(latest)) {
+		all = append(all, &claims.Items[i])
+		if n, ok := podproj.NominationOn(&claims.Items[i], string(pod.UID)); ok && (latest.Claim == "" || n.Supersedes(latest)) {
 			latest = n
 		}
 	}
-	return latest, nil
+	h, ok := podproj.LaunchHistories(all)[podproj.WorkloadOf(pod)]
+	if !ok {
+		return latest, nil, nil
+	}
+	return latest, &LaunchLoopReport{FailedLaunches: h.Failed, LastNodeClaim: h.Latest, LastMisfit: h.LatestMisfit}, nil
 }
 
 func explainPod(ctx context.Context, kube client.Client, h history, ns, name string) (*PodReport, error) {
@@ -114,11 +131,11 @@ func explainPod(ctx context.Context, kube client.Client, h history, ns, name str
 	if err := kube.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err == nil {
 		r.InCluster, r.UID, r.Phase, r.Node = true, string(pod.UID), string(pod.Status.Phase), pod.Spec.NodeName
 		if pod.Spec.NodeName == "" {
-			n, err := nominationOf(ctx, kube, string(pod.UID))
+			n, loop, err := claimRecords(ctx, kube, &pod)
 			if err != nil {
 				return nil, err
 			}
-			r.NominatedTo, r.NominationEnded = n.Claim, n.Ended
+			r.NominatedTo, r.NominationEnded, r.LaunchLoop = n.Claim, n.Ended, loop
 		}
 	} else if !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("reading pod %s: %w", r.Pod, err)
@@ -253,6 +270,13 @@ func printPodReport(w io.Writer, r *PodReport) {
 	}
 	if r.NominationEnded != "" {
 		fmt.Fprintf(w, "  ended:       %s\n", r.NominationEnded)
+	}
+	if l := r.LaunchLoop; l != nil && l.FailedLaunches > 0 {
+		last := fmt.Sprintf("nodeclaim/%s, launched for it since, has not failed", l.LastNodeClaim)
+		if l.LastMisfit != "" {
+			last = fmt.Sprintf("the last, nodeclaim/%s: %s", l.LastNodeClaim, l.LastMisfit)
+		}
+		fmt.Fprintf(w, "Launch loop:   %d node(s) launched for its workload came up and did not hold it; %s\n", l.FailedLaunches, last)
 	}
 	if len(r.Unplaceable) > 0 {
 		fmt.Fprintf(w, "No NodePool can take it:\n")

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/fleetwright/fleetwright/tools/awsemu"
 )
 
@@ -90,6 +92,15 @@ func (c *Client) InterruptWith(ctx context.Context, in awsemu.Interruption) erro
 // PutParameter creates or overwrites an SSM parameter of the emulated account.
 func (c *Client) PutParameter(ctx context.Context, name, value string) error {
 	return c.do(ctx, http.MethodPost, "parameters", awsemu.Parameter{Name: name, Value: value}, nil)
+}
+
+// SetNodeOverhead makes the nodes registering from now on reserve this much more than planned
+// (see awsemu.Emulator.SetNodeOverhead); an empty list stops it.
+func (c *Client) SetNodeOverhead(ctx context.Context, o corev1.ResourceList) error {
+	if o == nil {
+		o = corev1.ResourceList{}
+	}
+	return c.do(ctx, http.MethodPost, "node-overhead", o, nil)
 }
 
 // Instances lists the emulator's instances in launch order.
