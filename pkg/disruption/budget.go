@@ -1,19 +1,11 @@
-// Package disruption decides how many of a NodePool's nodes may be disrupted now, as Karpenter
-// v1 reads spec.disruption.budgets: data in (the budgets, a reason, the time, the pool's node
-// counts), an allowance out, with the binding budget and, when nothing may go, why in words.
-//
-//	budgets ─┐
-//	reason  ─┼─ Allowed ─▶ Allowance{Nodes, Budget, Why}
-//	now     ─┤
-//	total, disrupting (Disrupting per claim) ─┘
-//
-// Each budget caps the nodes disrupted at once: a count ("5") or a percentage of the pool's
-// nodes ("10%", rounded up, as Kubernetes rounds a PDB's maxUnavailable). A budget with a
-// schedule (cron, UTC) and a duration applies only for the duration after each firing; one
-// with reasons only to those reasons. The most restrictive budget that applies wins, and what
-// is already disrupting is taken off it. A budget that cannot be read (a schedule that does not
-// parse, a count that is no count) blocks every disruption of the pool: fail closed, as
-// Karpenter does.
+// How a budget is read: Allowed (the ledger calls it). Each budget caps the nodes disrupted at
+// once: a count ("5") or a percentage of the pool's nodes ("10%", rounded up, as Kubernetes rounds
+// a PDB's maxUnavailable). A budget with a schedule (cron, UTC) and a duration applies only for
+// the duration after each firing; one with reasons only to those reasons. The most restrictive
+// budget that applies wins, and what is already disrupting is taken off it. A budget that cannot
+// be read (a schedule that does not parse, a count that is no count) blocks every disruption of
+// the pool: fail closed, as Karpenter does.
+
 package disruption
 
 import (
@@ -25,7 +17,6 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
-	corev1 "k8s.io/api/core/v1"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 )
@@ -170,10 +161,6 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// DecisionAnnotation marks a NodeClaim the scheduler has decided to disrupt (replacement
-// launching); such a claim counts as disrupting.
-const DecisionAnnotation = "fleetwright.io/disruption"
-
 // ReplacesAnnotation on a replacement NodeClaim names (comma-separated) the claims it replaces.
 // While any of them is still there the replacement waits for their pods: it is not empty in the
 // sense of emptiness, nor a consolidation candidate.
@@ -188,27 +175,6 @@ func Replacing(nc *karpv1.NodeClaim, exists func(name string) bool) bool {
 	}
 	for _, old := range strings.Split(v, ",") {
 		if exists(old) {
-			return true
-		}
-	}
-	return false
-}
-
-// Disrupting reports whether a claim (and its node, which may be nil) counts against budgets:
-// claim or node being deleted, node tainted karpenter.sh/disrupted, or DecisionAnnotation set
-// on the claim.
-func Disrupting(nc *karpv1.NodeClaim, node *corev1.Node) bool {
-	if nc != nil && (nc.DeletionTimestamp != nil || nc.Annotations[DecisionAnnotation] != "") {
-		return true
-	}
-	if node == nil {
-		return false
-	}
-	if node.DeletionTimestamp != nil {
-		return true
-	}
-	for _, t := range node.Spec.Taints {
-		if t.Key == karpv1.DisruptedTaintKey {
 			return true
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 )
 
 // monday9 is a Monday, 09:30 UTC.
@@ -122,7 +123,8 @@ func TestDisrupting(t *testing.T) {
 	}
 	node := func(o func(*corev1.Node)) *corev1.Node {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"},
-			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoSchedule}}}}
+			Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "other", Effect: corev1.TaintEffectNoSchedule}}},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 		if o != nil {
 			o(n)
 		}
@@ -141,10 +143,12 @@ func TestDisrupting(t *testing.T) {
 		{"claim decided on", claim(func(nc *karpv1.NodeClaim) { nc.Annotations = map[string]string{DecisionAnnotation: "Underutilized"} }), node(nil), true},
 		{"node being deleted", claim(nil), node(func(n *corev1.Node) { n.DeletionTimestamp = &deleting }), true},
 		{"node tainted disrupted", claim(nil), node(func(n *corev1.Node) { n.Spec.Taints = append(n.Spec.Taints, karpv1.DisruptedNoScheduleTaint) }), true},
+		{"node not ready", claim(nil), node(func(n *corev1.Node) { n.Status.Conditions[0].Status = corev1.ConditionFalse }), true},
+		{"node without a Ready condition", claim(nil), node(func(n *corev1.Node) { n.Status.Conditions = nil }), true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, Disrupting(tc.nc, tc.node))
+			assert.Equal(t, tc.want, Disrupting(clusterstate.NodeView{Claim: tc.nc, Node: tc.node}))
 		})
 	}
 }

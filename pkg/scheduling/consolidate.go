@@ -65,8 +65,30 @@ type Command struct {
 	Why string
 }
 
-// Rejection says why a candidate was not consolidated.
-type Rejection struct{ Node, Reason string }
+// Rejection says why a candidate was not consolidated: Cause for metrics and code, Reason in
+// words.
+type Rejection struct {
+	Node, Reason string
+	Cause        RejectionCause
+}
+
+// RejectionCause is the kind of reason a candidate was not consolidated.
+type RejectionCause string
+
+// Rejection causes.
+const (
+	RejectBudget      RejectionCause = "budget"                 // its pool's budget allows no more disruptions
+	RejectWouldNotFit RejectionCause = "pods-would-not-fit"     // its pods fit neither the other nodes nor one new node
+	RejectSpot        RejectionCause = "spot"                   // spot-to-spot replacement is off or not possible
+	RejectNoCheaper   RejectionCause = "no-cheaper-replacement" // no replacement costs less (or keeps minValues)
+	RejectSavings     RejectionCause = "savings-threshold"      // the replacement saves less than the threshold
+)
+
+// reject is why a trial did not become a command.
+type reject struct {
+	cause RejectionCause
+	why   string
+}
 
 // ConsolidationResult is the outcome of one consolidation pass.
 type ConsolidationResult struct {
@@ -350,7 +372,7 @@ type trial struct {
 // consider removes the candidates and places their movable pods on the remaining nodes and at
 // most one new claim; it returns the command that does so, or why not (when explain). The
 // solver is restored afterwards.
-func (k *consolidator) consider(cs []*candState, explain bool) (*Command, string) {
+func (k *consolidator) consider(cs []*candState, explain bool) (*Command, reject) {
 	s := k.s
 	touched := make([]*target, 0, len(cs)*2)
 	var pods []*podState
@@ -384,11 +406,11 @@ func (k *consolidator) consider(cs []*candState, explain bool) (*Command, string
 		tr.claim = s.claims[0]
 	}
 	var cmd *Command
-	var why string
+	var why reject
 	if tr.ok {
 		cmd, why = k.command(cs, tr)
 	} else if explain {
-		why = "pods would not fit: " + podName(left[0].pod) + ": " + k.whyNot(left[0])
+		why = reject{RejectWouldNotFit, "pods would not fit: " + podName(left[0].pod) + ": " + k.whyNot(left[0])}
 	}
 	for _, ps := range pods {
 		if ps.target != nil && ps.target.node != nil {
@@ -468,7 +490,8 @@ func (k *consolidator) pass() ConsolidationResult {
 	var single []*candState
 	for _, c := range k.cands {
 		if n, ok := k.in.Allowed[c.NodePool]; ok && n <= 0 {
-			res.Rejected = append(res.Rejected, Rejection{c.Node, fmt.Sprintf("budget allows no more disruptions of nodepool %s", c.NodePool)})
+			res.Rejected = append(res.Rejected, Rejection{Node: c.Node, Cause: RejectBudget,
+				Reason: fmt.Sprintf("budget allows no more disruptions of nodepool %s", c.NodePool)})
 			continue
 		}
 		single = append(single, c)
@@ -492,7 +515,7 @@ func (k *consolidator) pass() ConsolidationResult {
 			res.Command = cmd
 			return res
 		}
-		res.Rejected = append(res.Rejected, Rejection{c.Node, why})
+		res.Rejected = append(res.Rejected, Rejection{Node: c.Node, Reason: why.why, Cause: why.cause})
 	}
 	return res
 }
@@ -517,7 +540,7 @@ func (k *consolidator) multiNode(cands []*candState) *Command {
 
 // command turns a successful trial into a delete, or a replace if the one new claim is cheap
 // enough and allowed.
-func (k *consolidator) command(cs []*candState, tr trial) (*Command, string) {
+func (k *consolidator) command(cs []*candState, tr trial) (*Command, reject) {
 	s := k.s
 	price := 0.0
 	allSpot, anySpot := true, false
@@ -554,11 +577,11 @@ func (k *consolidator) command(cs []*candState, tr trial) (*Command, string) {
 			}
 			cmd.Why = fmt.Sprintf("delete %s: %s %s %s on the remaining nodes, saving %s", subject, their, plural(len(tr.moved), "pod"), verb, money(price))
 		}
-		return cmd, ""
+		return cmd, reject{}
 	}
 	// A replacement.
 	if anySpot && !k.in.SpotToSpot {
-		return nil, "spot-to-spot consolidation is off (SpotToSpotConsolidation): a spot node is only deleted, and its pods need a new node"
+		return nil, reject{RejectSpot, "spot-to-spot consolidation is off (SpotToSpotConsolidation): a spot node is only deleted, and its pods need a new node"}
 	}
 	c := tr.claim
 	spotBits, odBits := offeringBits(len(s.zones))
@@ -567,7 +590,7 @@ func (k *consolidator) command(cs []*candState, tr trial) (*Command, string) {
 	switch {
 	case allSpot && mask&spotBits != 0:
 		if len(cs) > 1 {
-			return nil, "spot-to-spot replacement of several nodes is not done"
+			return nil, reject{RejectSpot, "spot-to-spot replacement of several nodes is not done"}
 		}
 		mask &= spotBits
 		spotToSpot = true
@@ -610,15 +633,15 @@ func (k *consolidator) command(cs []*candState, tr trial) (*Command, string) {
 	if kept.empty() {
 		switch {
 		case best >= price:
-			return nil, fmt.Sprintf("no cheaper replacement (cheapest that fits: %s at %s, now %s)", bestType, money(best), money(price))
+			return nil, reject{RejectNoCheaper, fmt.Sprintf("no cheaper replacement (cheapest that fits: %s at %s, now %s)", bestType, money(best), money(price))}
 		case best >= sameType:
-			return nil, "no cheaper replacement than keeping a node of the same type"
+			return nil, reject{RejectNoCheaper, "no cheaper replacement than keeping a node of the same type"}
 		default:
-			return nil, fmt.Sprintf("saving %s is below the %s threshold", pct((price-best)/price), pct(ms))
+			return nil, reject{RejectSavings, fmt.Sprintf("saving %s is below the %s threshold", pct((price-best)/price), pct(ms))}
 		}
 	}
 	if !s.minValuesHold(c.pool, kept) {
-		return nil, "no cheaper replacement keeps the nodepool's minValues"
+		return nil, reject{RejectNoCheaper, "no cheaper replacement keeps the nodepool's minValues"}
 	}
 	maxTypes := s.in.MaxInstanceTypes
 	if maxTypes <= 0 {
@@ -628,7 +651,7 @@ func (k *consolidator) command(cs []*candState, tr trial) (*Command, string) {
 		n := 0
 		kept.each(func(int) { n++ })
 		if n < minSpotToSpotTypes {
-			return nil, fmt.Sprintf("spot-to-spot consolidation needs %d cheaper instance types, only %d fit", minSpotToSpotTypes, n)
+			return nil, reject{RejectSpot, fmt.Sprintf("spot-to-spot consolidation needs %d cheaper instance types, only %d fit", minSpotToSpotTypes, n)}
 		}
 		maxTypes = minSpotToSpotTypes
 	}
@@ -650,7 +673,7 @@ func (k *consolidator) command(cs []*candState, tr trial) (*Command, string) {
 	}
 	cmd.Why = fmt.Sprintf("replace %s with one %s node (%s, %s): %s %s %s, %d to the new node, saving %s",
 		subject, strings.Join(nc.CapacityTypes, "/"), types, money(nc.PriceUSDPerHour), their, plural(len(tr.moved), "pod"), verb, len(nc.PodUIDs), money(cmd.SavingsUSDPerHour))
-	return cmd, ""
+	return cmd, reject{}
 }
 
 func (k *consolidator) minSavings(pool string) float64 {

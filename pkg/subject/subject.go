@@ -9,7 +9,7 @@
 //	<prefix>.offerings.unavailable      launcher    -> scheduler (ICE offerings)
 //	<prefix>.nodes.events               launcher    -> anyone    (node registered, ...)
 //	<prefix>.interruptions.<kind>       terminator (SQS bridge)  -> terminator
-//	<prefix>.terminations.intents       terminator, scheduler -> terminator workers (voluntary and slow work)
+//	<prefix>.terminations.intents       terminator -> terminator workers (deleted NodeClaims, slow work)
 //	<prefix>.terminations.urgent        terminator  -> terminator urgent workers (interruptions)
 //	<prefix>.terminations.results       terminator workers -> anyone
 //	<prefix>.terminations.decisions     scheduler   -> audit     (DisruptionDecision: why a node goes, or why not)

@@ -14,13 +14,14 @@ import (
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/apis/translate"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
 
-// drifts keeps each launched NodeClaim's Drifted condition true to clusterstate.Drifted: True,
+// drifts keeps each launched NodeClaim's Drifted condition true to disruption.Drifted: True,
 // with the reason and what it means, while the claim no longer matches its NodePool or node
 // class; gone when it matches again or is not launched. It also brings the claims' hash
-// annotations to the current hash versions (clusterstate.Rehash). What to do about a drifted
+// annotations to the current hash versions (disruption.Rehash). What to do about a drifted
 // node (replace it, within the pool's budgets) is the disruption controller's, which reads the
 // condition.
 //
@@ -60,7 +61,7 @@ func (d *drifts) pass(ctx context.Context) error {
 			key = poolKey{name: nc.Labels[scheduling.LabelProvisionerName], legacy: true}
 		}
 		pool, class := pools[key], d.classOf(nc)
-		if drift, ok := clusterstate.Drifted(nc, pool, class); ok {
+		if drift, ok := disruption.Drifted(nc, pool, class); ok {
 			counts[gaugeKey{key.name, string(drift.Reason)}]++
 		}
 		if !driftChanges(nc, pool, class) {
@@ -97,7 +98,7 @@ func driftChanges(nc *karpv1.NodeClaim, pool *karpv1.NodePool, class *ec2v1.EC2N
 	if !nc.IsTrue(karpv1.ConditionTypeLaunched) {
 		return nc.Condition(karpv1.ConditionTypeDrifted) != nil
 	}
-	if clusterstate.Rehash(nc, pool, class) != nil {
+	if disruption.Rehash(nc, pool, class) != nil {
 		return true
 	}
 	next := nc.DeepCopy()
@@ -112,13 +113,13 @@ func setDrifted(nc *karpv1.NodeClaim, pool *karpv1.NodePool, class *ec2v1.EC2Nod
 		meta.RemoveStatusCondition(&nc.Status.Conditions, karpv1.ConditionTypeDrifted)
 		return false
 	}
-	if add := clusterstate.Rehash(nc, pool, class); add != nil {
+	if add := disruption.Rehash(nc, pool, class); add != nil {
 		if nc.Annotations == nil {
 			nc.Annotations = map[string]string{}
 		}
 		maps.Copy(nc.Annotations, add)
 	}
-	drift, drifted := clusterstate.Drifted(nc, pool, class)
+	drift, drifted := disruption.Drifted(nc, pool, class)
 	if !drifted {
 		meta.RemoveStatusCondition(&nc.Status.Conditions, karpv1.ConditionTypeDrifted)
 		return false

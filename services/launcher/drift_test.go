@@ -14,7 +14,7 @@ import (
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
-	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 )
 
 const driftPoolManifest = `apiVersion: karpenter.sh/v1
@@ -79,13 +79,13 @@ func TestDriftOfPoolAndAMI(t *testing.T) {
 	assert.Equal(t, ec2v1.EC2NodeClassHashVersion, class.Annotations[ec2v1.AnnotationEC2NodeClassHashVersion])
 	instance := e.instancesFor("drift-1")
 	require.Len(t, instance, 1)
-	assert.Equal(t, instance[0].SubnetID, nc.Annotations[clusterstate.SubnetAnnotation], "the instance's subnet is recorded")
+	assert.Equal(t, instance[0].SubnetID, nc.Annotations[disruption.SubnetAnnotation], "the instance's subnet is recorded")
 	var groups []string
 	for _, g := range class.Status.SecurityGroups {
 		groups = append(groups, g.ID)
 	}
 	slices.Sort(groups)
-	assert.Equal(t, strings.Join(groups, ","), nc.Annotations[clusterstate.SecurityGroupsAnnotation], "and its security groups")
+	assert.Equal(t, strings.Join(groups, ","), nc.Annotations[disruption.SecurityGroupsAnnotation], "and its security groups")
 	require.Never(t, func() bool { return e.nodeClaim("drift-1").Condition(karpv1.ConditionTypeDrifted) != nil }, 2*time.Second, 100*time.Millisecond,
 		"a claim that matches its pool and class is not drifted")
 

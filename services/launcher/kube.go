@@ -22,6 +22,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/service"
@@ -135,7 +136,7 @@ func (k *kubeClaims) MarkLaunched(ctx context.Context, name string, info launchI
 		if info.ZoneID != "" {
 			nc.Labels[ec2v1.LabelTopologyZoneID] = info.ZoneID
 		}
-		// What drift detection compares with the class later (clusterstate.Drifted): the hash of
+		// What drift detection compares with the class later (disruption.Drifted): the hash of
 		// the class launched with, replacing the scheduler's (the class may have changed since the
 		// claim was made; a Provisioner's AWSNodeTemplate is hashed only here), and the subnet and
 		// security groups the instance got.
@@ -147,10 +148,10 @@ func (k *kubeClaims) MarkLaunched(ctx context.Context, name string, info launchI
 			nc.Annotations[ec2v1.AnnotationEC2NodeClassHashVersion] = ec2v1.EC2NodeClassHashVersion
 		}
 		if info.SubnetID != "" {
-			nc.Annotations[clusterstate.SubnetAnnotation] = info.SubnetID
+			nc.Annotations[disruption.SubnetAnnotation] = info.SubnetID
 		}
 		if len(info.SecurityGroups) > 0 {
-			nc.Annotations[clusterstate.SecurityGroupsAnnotation] = strings.Join(slices.Sorted(slices.Values(info.SecurityGroups)), ",")
+			nc.Annotations[disruption.SecurityGroupsAnnotation] = strings.Join(slices.Sorted(slices.Values(info.SecurityGroups)), ",")
 		}
 		nc.Status.ProviderID = info.ProviderID
 		nc.Status.ImageID = info.ImageID

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
@@ -37,18 +38,18 @@ func (s *scheduler) announce(ctx context.Context, m *terminationv1.DisruptionDec
 }
 
 // decidedMessage is a decision just made over its old claims.
-func decidedMessage(old []*karpv1.NodeClaim, rec decision) *terminationv1.DisruptionDecision {
+func decidedMessage(old []*karpv1.NodeClaim, rec disruption.Decision) *terminationv1.DisruptionDecision {
 	return decisionMessage(terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_DECIDED, old, rec, rec.Why, rec.Savings)
 }
 
 // terminatingMessage is one old claim of a decision handed to the terminator.
-func terminatingMessage(nc *karpv1.NodeClaim, rec decision) *terminationv1.DisruptionDecision {
+func terminatingMessage(nc *karpv1.NodeClaim, rec disruption.Decision) *terminationv1.DisruptionDecision {
 	return decisionMessage(terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_TERMINATING, []*karpv1.NodeClaim{nc}, rec,
 		rec.Why, share(rec))
 }
 
 // abandonedMessage is one old claim of a decision given up, and why.
-func abandonedMessage(nc *karpv1.NodeClaim, rec decision, why string) *terminationv1.DisruptionDecision {
+func abandonedMessage(nc *karpv1.NodeClaim, rec disruption.Decision, why string) *terminationv1.DisruptionDecision {
 	return decisionMessage(terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_ABANDONED, []*karpv1.NodeClaim{nc}, rec,
 		why, share(rec))
 }
@@ -57,29 +58,29 @@ func abandonedMessage(nc *karpv1.NodeClaim, rec decision, why string) *terminati
 // Its id depends on the claim, the reason and why only, as the once that tells it.
 func blockedMessage(nc *karpv1.NodeClaim, reason karpv1.DisruptionReason, why string, now time.Time) *terminationv1.DisruptionDecision {
 	m := decisionMessage(terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_BLOCKED, []*karpv1.NodeClaim{nc},
-		decision{Reason: reason, DecidedAt: now}, why, 0)
+		disruption.Decision{Reason: reason, DecidedAt: now}, why, 0)
 	sum := sha256.Sum256([]byte(why))
 	m.DecisionId = string(nc.UID) + "/" + strings.ToLower(string(reason)) + "/blocked/" + hex.EncodeToString(sum[:])[:12]
 	return m
 }
 
 // share is one old claim's part of a decision's savings.
-func share(rec decision) float64 {
-	if rec.Nodes <= 0 {
+func share(rec disruption.Decision) float64 {
+	if len(rec.Claims) <= 0 {
 		return rec.Savings
 	}
-	return rec.Savings / float64(rec.Nodes)
+	return rec.Savings / float64(len(rec.Claims))
 }
 
-func decisionMessage(kind terminationv1.DisruptionDecisionKind, claims []*karpv1.NodeClaim, rec decision, why string,
+func decisionMessage(kind terminationv1.DisruptionDecisionKind, claims []*karpv1.NodeClaim, rec disruption.Decision, why string,
 	savings float64,
 ) *terminationv1.DisruptionDecision {
 	m := &terminationv1.DisruptionDecision{Kind: kind, Reason: terminationReasons[rec.Reason], Why: why, SavingsUsdPerHour: savings,
 		DecidedAt: timestamppb.New(rec.DecidedAt), ReplacementNodeClaimNames: rec.Replacements}
 	switch rec.Action {
-	case "Delete":
+	case disruption.ActionDelete:
 		m.Action = terminationv1.DisruptionAction_DISRUPTION_ACTION_DELETE
-	case "Replace":
+	case disruption.ActionReplace:
 		m.Action = terminationv1.DisruptionAction_DISRUPTION_ACTION_REPLACE
 	}
 	pools := map[string]bool{}
@@ -110,4 +111,5 @@ var terminationReasons = map[karpv1.DisruptionReason]commonv1.TerminationReason{
 	karpv1.DisruptionReasonUnderutilized: commonv1.TerminationReason_TERMINATION_REASON_UNDERUTILIZED,
 	karpv1.DisruptionReasonDrifted:       commonv1.TerminationReason_TERMINATION_REASON_DRIFTED,
 	karpv1.DisruptionReasonEmpty:         commonv1.TerminationReason_TERMINATION_REASON_EMPTY,
+	disruption.ReasonExpired:             commonv1.TerminationReason_TERMINATION_REASON_EXPIRED,
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
@@ -24,7 +25,8 @@ func testClaim(name, uid, pool, node string) *karpv1.NodeClaim {
 func TestDisruptionDecisionMessages(t *testing.T) {
 	at := time.Date(2026, 11, 24, 17, 0, 0, 0, time.UTC)
 	a, b := testClaim("spot-a", "a", "spot", "node-a"), testClaim("default-b", "b", "default", "")
-	rec := decision{Reason: karpv1.DisruptionReasonUnderutilized, Action: "Delete", DecidedAt: at, Why: "pods fit elsewhere", Savings: 0.3, Nodes: 2}
+	rec := disruption.Decision{Reason: karpv1.DisruptionReasonUnderutilized, Action: disruption.ActionDelete, DecidedAt: at, Why: "pods fit elsewhere",
+		Savings: 0.3, Claims: []string{"spot-a", "default-b"}}
 
 	d := decidedMessage([]*karpv1.NodeClaim{a, b}, rec)
 	assert.Equal(t, terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_DECIDED, d.Kind)
@@ -44,7 +46,8 @@ func TestDisruptionDecisionMessages(t *testing.T) {
 	assert.Equal(t, []string{"spot-a"}, term.NodeClaimNames)
 	assert.InDelta(t, 0.15, term.SavingsUsdPerHour, 1e-9, "the node's share")
 
-	drift := decision{Reason: karpv1.DisruptionReasonDrifted, Action: "Replace", Replacements: []string{"default-r1"}, DecidedAt: at, Why: "drifted", Nodes: 1}
+	drift := disruption.Decision{Reason: karpv1.DisruptionReasonDrifted, Action: disruption.ActionReplace, Replacements: []string{"default-r1"},
+		DecidedAt: at, Why: "drifted", Claims: []string{"default-b"}}
 	ab := abandonedMessage(b, drift, "replacement default-r1 is gone")
 	assert.Equal(t, "uid-b/drifted/1795539600/abandoned", ab.DecisionId)
 	assert.Equal(t, commonv1.TerminationReason_TERMINATION_REASON_DRIFTED, ab.Reason)

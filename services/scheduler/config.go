@@ -45,8 +45,11 @@ type config struct {
 	DisruptionInterval time.Duration
 	MinSavings         float64
 	ReplacementTimeout time.Duration
-	SpotToSpot         bool
-	FeatureGates       string
+	// ConsolidationValidation is how long an emptiness or consolidation command waits to be
+	// judged again on the cluster as it is then, before it is acted on (Karpenter's 15 s).
+	ConsolidationValidation time.Duration
+	SpotToSpot              bool
+	FeatureGates            string
 }
 
 func parseConfig(args []string) (config, error) {
@@ -78,6 +81,8 @@ func parseConfig(args []string) (config, error) {
 			"(env CONSOLIDATION_MIN_SAVINGS; a NodePool's "+minSavingsAnnotation+" annotation, e.g. \"10%\", overrides it)")
 	fs.DurationVar(&c.ReplacementTimeout, "replacement-timeout", service.EnvDuration("REPLACEMENT_TIMEOUT", 10*time.Minute),
 		"how long a disruption waits for its replacements to initialize and its old node to go before it is abandoned (env REPLACEMENT_TIMEOUT)")
+	fs.DurationVar(&c.ConsolidationValidation, "consolidation-validation", service.EnvDuration("CONSOLIDATION_VALIDATION", 15*time.Second),
+		"how long an emptiness or consolidation decision waits to be validated again on the cluster as it is then before it is acted on; 0 acts at once (env CONSOLIDATION_VALIDATION)")
 	fs.StringVar(&c.FeatureGates, "feature-gates", service.Env("FEATURE_GATES", ""),
 		"Karpenter's feature gates, e.g. SpotToSpotConsolidation=true (env FEATURE_GATES)")
 	if err := fs.Parse(args); err != nil {
@@ -105,8 +110,8 @@ func parseConfig(args []string) (config, error) {
 	if c.VMMemoryOverhead < 0 || c.VMMemoryOverhead >= 1 {
 		errs = append(errs, errors.New("--vm-memory-overhead-percent must be a fraction from 0 to below 1 (0.075 is 7.5%)"))
 	}
-	if c.DisruptionInterval <= 0 || c.ReplacementTimeout <= 0 {
-		errs = append(errs, errors.New("--disruption-interval and --replacement-timeout must be positive"))
+	if c.DisruptionInterval <= 0 || c.ReplacementTimeout <= 0 || c.ConsolidationValidation < 0 {
+		errs = append(errs, errors.New("--disruption-interval and --replacement-timeout must be positive, --consolidation-validation not negative"))
 	}
 	if c.MinSavings < 0 || c.MinSavings >= 1 {
 		errs = append(errs, errors.New("--consolidation-min-savings must be a fraction from 0 to below 1 (0.05 is 5%)"))

@@ -20,6 +20,7 @@ import (
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
@@ -69,11 +70,10 @@ func (e *env) annotate(name, key, value string) {
 func TestFailedReplacementAbandonsTheDecision(t *testing.T) {
 	e := newEnv(t, "abandon")
 	decidedAt := time.Now().UTC().Truncate(time.Second)
-	rec, err := json.Marshal(decision{Reason: karpv1.DisruptionReasonUnderutilized, Action: "Replace", Replacements: []string{"default-rep"},
-		DecidedAt: decidedAt, Why: "test", Savings: 0.05, Nodes: 1})
-	require.NoError(t, err)
+	rec := disruption.Decision{Reason: karpv1.DisruptionReasonUnderutilized, Action: disruption.ActionReplace, Replacements: []string{"default-rep"},
+		DecidedAt: decidedAt, Why: "test", Savings: 0.05, Claims: []string{"default-old"}}.Value()
 	e.createClaim("default-old", true)
-	e.annotate("default-old", decisionKey, string(rec))
+	e.annotate("default-old", disruption.DecisionAnnotation, rec)
 	e.createClaim("default-rep", false)
 	e.annotate("default-rep", replacesAnnotation, "default-old")
 	e.updateClaimStatus("default-rep", func(nc *karpv1.NodeClaim) {
@@ -91,7 +91,7 @@ func TestFailedReplacementAbandonsTheDecision(t *testing.T) {
 	require.Eventually(t, func() bool {
 		u, err := api.Get(e.ctx, "default-old", metav1.GetOptions{})
 		require.NoError(t, err)
-		return u.GetAnnotations()[decisionKey] == ""
+		return u.GetAnnotations()[disruption.DecisionAnnotation] == ""
 	}, time.Minute, 100*time.Millisecond, "the old claim no longer carries the decision")
 	require.Eventually(t, func() bool {
 		evs, err := e.kube.CoreV1().Events("").List(e.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=default-old,reason=DisruptionAbandoned"})

@@ -1,44 +1,47 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
-	"maps"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/tools/cache"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/disruption"
-	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
 
-// This file is the leader's voluntary disruption: consolidation of underutilized nodes and the
-// replacement of drifted ones. Empty nodes are the terminator's (emptiness), expired and
-// interrupted ones too (forceful). A pass:
+// This file is the one decider of disruption: the scheduler's leader decides every voluntary
+// disruption (empty, underutilized, drifted nodes) and expiry, one method at a time, against one
+// budget ledger; the terminator carries out what is decided, by draining and terminating every
+// NodeClaim that is deleted. The rules are pkg/disruption's; this file gathers the cluster,
+// calls them, and acts. A pass (every --disruption-interval):
 //
-//	read the cluster ─ advance decisions in flight (replacement ready → terminate the old node;
-//	                 │ replacement failed or too slow → abandon, nothing left tainted)
-//	                 ├ consolidation: candidates (policy, consolidateAfter, do-not-disrupt, PDBs)
-//	                 │   → budgets → scheduling.Consolidate → at most one command
-//	                 └ drift: each pool's oldest drifted claim within its budget → re-solve its pods
+//	read: one joined view of claims, nodes, pools and pods (clusterstate.NodeView), the ledger
+//	      (disruption.Ledger), the candidates and what holds the others back (disruption.Candidates)
+//	advance every decision in flight (decision.go, disruption.Decision.Next: Karpenter v1's order)
+//	      taint karpenter.sh/disrupted:NoSchedule ─► launch replacements ─► wait until Initialized
+//	      (too slow or failed: untaint, delete them, clear the record) ─► delete the old NodeClaims
+//	expire: claims past expireAfter are deleted (forceful, no budget; the drain is bounded by
+//	      terminationGracePeriod)
+//	decide one new command (methods.go): Emptiness ─► Drift ─► Consolidation (multi, then single
+//	      node, scheduling.Consolidate); a consolidation or emptiness command is validated again
+//	      --consolidation-validation (15 s) later before it is acted on (Karpenter's check that
+//	      the cluster has not moved under it)
 //
-// A decision is recorded on the old NodeClaims (disruption.DecisionAnnotation) before anything
-// else happens, so it counts against budgets at once and survives a leader change; the
-// replacements carry replacesAnnotation, so the terminator leaves them alone while they wait
-// for the pods. Every decision and every block is logged, recorded as an event on the NodeClaim
-// and its Node, traced, and published as a DisruptionDecision on <prefix>.terminations.decisions
-// (announce.go) for the audit stream.
+// A decision is recorded on the claims it removes (disruption.DecisionAnnotation) before
+// anything else is done, so they count against their pools' budgets at once and a new leader
+// carries it on. Every decision and block is logged, told in events on the NodeClaim and its Node
+// (DisruptionLaunching, DisruptionWaitingReadiness, DisruptionTerminating, DisruptionAbandoned,
+// DisruptionBlocked, Unconsolidatable), traced, and published as a DisruptionDecision on
+// <prefix>.terminations.decisions (announce.go).
 
 // replacesAnnotation on a replacement NodeClaim names the claims it replaces.
 const replacesAnnotation = disruption.ReplacesAnnotation
@@ -47,98 +50,24 @@ const replacesAnnotation = disruption.ReplacesAnnotation
 // its nodes, as a percentage ("10%").
 const minSavingsAnnotation = "fleetwright.io/consolidation-min-savings"
 
-// podEvents remembers when a pod last arrived on or left each node: consolidateAfter counts
-// from there (Karpenter's lastPodEventTime). It starts at the time the scheduler started, so a
-// new leader waits a full consolidateAfter before it consolidates.
-type podEvents struct {
-	mu    sync.Mutex
-	last  map[string]time.Time
-	since time.Time
-	now   func() time.Time
-}
-
-func newPodEvents(now func() time.Time) *podEvents {
-	return &podEvents{last: map[string]time.Time{}, since: now(), now: now}
-}
-
-func (e *podEvents) touch(node string) {
-	if node == "" {
-		return
-	}
-	e.mu.Lock()
-	e.last[node] = e.now()
-	e.mu.Unlock()
-}
-
-// lastEvent is when a pod last arrived on or left the node (at least the start time).
-func (e *podEvents) lastEvent(node string) time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if t, ok := e.last[node]; ok && t.After(e.since) {
-		return t
-	}
-	return e.since
-}
-
-// forget drops nodes that are gone.
-func (e *podEvents) forget(keep func(node string) bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for n := range e.last {
-		if !keep(n) {
-			delete(e.last, n)
-		}
-	}
-}
-
-// handler keeps podEvents up to date from the pod informer.
-func (e *podEvents) handler() cache.ResourceEventHandler {
-	nodeOf := func(o any) (string, bool) {
-		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
-			o = d.Obj
-		}
-		p, ok := o.(*corev1.Pod)
-		if !ok {
-			return "", false
-		}
-		return p.Spec.NodeName, p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(o any) {
-			if n, _ := nodeOf(o); n != "" {
-				e.touch(n)
-			}
-		},
-		UpdateFunc: func(old, cur any) {
-			on, odone := nodeOf(old)
-			cn, cdone := nodeOf(cur)
-			if on != cn || odone != cdone {
-				e.touch(on)
-				e.touch(cn)
-			}
-		},
-		DeleteFunc: func(o any) {
-			if n, _ := nodeOf(o); n != "" {
-				e.touch(n)
-			}
-		},
-	}
-}
-
 // disruptionState is one pass's read of the cluster for disruption.
 type disruptionState struct {
 	v      view
 	now    time.Time
-	pools  map[string]clusterstate.Pool
+	views  []clusterstate.NodeView
 	claims map[string]*karpv1.NodeClaim // by name
 	byNode map[string]*karpv1.NodeClaim // by node name
-	nodes  []scheduling.Node            // every node and in-flight claim with its pods
+	pools  map[string]clusterstate.Pool
 	pdbs   []*policyv1.PodDisruptionBudget
-	// counts of each pool's claims and of those disrupting, for budgets
-	total, disrupting map[string]int
-	// consolidatable: claims of consolidating pools, and whether each has been a candidate
-	// (no pod arrived or left) for its pool's consolidateAfter.
-	consolidatable map[string]bool
+	ledger *disruption.Ledger
+	// nodes are every node and in-flight claim with its pods, for the core: nodes marked for
+	// removal and replacements waiting for the pods of the nodes they replace take no pods.
+	nodes []scheduling.Node
+	// cands are the nodes voluntary methods may consider; blocked those held back, with why.
+	cands   []disruption.Candidate
+	blocked []disruption.Block
+	// tainted are claims whose nodes this pass tainted (the cache has not caught up).
+	tainted map[string]bool
 }
 
 func (s *scheduler) readDisruption() (*disruptionState, error) {
@@ -146,102 +75,125 @@ func (s *scheduler) readDisruption() (*disruptionState, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &disruptionState{v: v, now: s.now(), pools: map[string]clusterstate.Pool{}, claims: map[string]*karpv1.NodeClaim{},
-		byNode: map[string]*karpv1.NodeClaim{}, total: map[string]int{}, disrupting: map[string]int{}, pdbs: s.cluster.AllPDBs(),
-		consolidatable: map[string]bool{}}
-	for _, p := range s.cluster.Pools() {
+	st := &disruptionState{v: v, now: s.now(), views: s.cluster.NodeViews(), claims: map[string]*karpv1.NodeClaim{},
+		byNode: map[string]*karpv1.NodeClaim{}, pools: map[string]clusterstate.Pool{}, pdbs: s.cluster.AllPDBs()}
+	pools := s.cluster.Pools()
+	for _, p := range pools {
 		st.pools[p.Name] = p
 	}
-	for _, nc := range s.cluster.Claims() {
-		st.claims[nc.Name] = nc
-		if nc.Status.NodeName != "" {
-			st.byNode[nc.Status.NodeName] = nc
-		}
-		pool := claimPool(nc)
-		st.total[pool]++
-		var node *corev1.Node
-		if nc.Status.NodeName != "" {
-			node, _ = s.cluster.Node(nc.Status.NodeName)
-		}
-		if disruption.Disrupting(nc, node) {
-			st.disrupting[pool]++
+	for _, view := range st.views {
+		st.claims[view.Name()] = view.Claim
+		if n := view.NodeName(); n != "" {
+			st.byNode[n] = view.Claim
 		}
 	}
+	st.ledger = disruption.NewLedger(st.views, pools, st.now)
+	exists := func(name string) bool { _, ok := st.claims[name]; return ok }
 	st.nodes = s.nodes(v)
-	// A replacement waiting for the pods of the nodes it replaces takes no others: its room is
-	// promised to them.
 	for i, n := range st.nodes {
 		nc := st.claims[n.Name]
 		if nc == nil {
 			nc = st.byNode[n.Name]
 		}
-		if nc != nil && s.replacing(nc, st) {
+		if nc == nil {
+			continue
+		}
+		var node *corev1.Node
+		if nc.Status.NodeName != "" {
+			node, _ = s.cluster.Node(nc.Status.NodeName)
+		}
+		if disruption.Marked(nc, node) || disruption.Replacing(nc, exists) {
 			st.nodes[i].MarkedForDeletion = true
 		}
 	}
+	st.cands, st.blocked = disruption.Candidates(st.views, disruption.Inputs{PDBs: st.pdbs, Awaited: s.awaited(st), Exists: exists, Now: st.now,
+		Bad: func(err error) {
+			s.once("bad-do-not-disrupt/"+err.Error(), func() { s.rt.Log.Warn().Err(err).Msg("ignoring a do-not-disrupt annotation") })
+		}})
 	return st, nil
 }
 
-func claimPool(nc *karpv1.NodeClaim) string { return nodePoolOf(nc.Labels) }
-
-// allowance is how many more of the pool's nodes may be disrupted now for the reason.
-func (st *disruptionState) allowance(pool string, reason karpv1.DisruptionReason) disruption.Allowance {
-	p, ok := st.pools[pool]
-	if !ok || p.Legacy {
-		// v1alpha5 Provisioners have no budgets: nothing limits them (as Karpenter v1alpha5).
-		return disruption.Allowance{Nodes: math.MaxInt32}
-	}
-	return disruption.Allowed(p.Spec.Disruption.Budgets, reason, st.now, st.total[pool], st.disrupting[pool])
-}
-
-// movablePods are the pods a disruption would evict and reschedule: not DaemonSet or mirror
-// pods, not finished or already terminating.
-func (s *scheduler) movablePods(node string) []*corev1.Pod {
-	var out []*corev1.Pod
-	for _, p := range s.cluster.PodsOn(node) {
-		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || podproj.StaysWithNode(p) {
-			continue
+// awaited are the claims a pending pod waits for, which no voluntary method takes: a live
+// nomination to them (podproj.NominationRule), or the last node launched for a pod still pending
+// that did not hold it (podproj.LaunchLoopRule).
+func (s *scheduler) awaited(st *disruptionState) map[string]disruption.Block {
+	out := map[string]disruption.Block{}
+	pending := s.pendingPods()
+	for _, p := range pending {
+		if n := s.nomination(p); n.Live && n.Claim != "" {
+			if _, seen := out[n.Claim]; !seen {
+				out[n.Claim] = disruption.Block{Cause: disruption.CauseNominated,
+					Why: fmt.Sprintf("pending pod %s/%s is nominated to it", p.Namespace, p.Name)}
+			}
 		}
-		out = append(out, p)
+	}
+	for claim, why := range s.cfg.LaunchLoop.Keeps(st.v.histories, pending) {
+		if _, seen := out[claim]; !seen {
+			out[claim] = disruption.Block{Cause: disruption.CauseLaunchLoop, Why: "kept: " + why}
+		}
 	}
 	return out
 }
 
-// blocker says in words why the node may not be disrupted voluntarily now: a
-// karpenter.sh/do-not-disrupt node or pod, or a PodDisruptionBudget that allows no eviction of
-// one of its pods. Empty when nothing blocks.
-func blocker(node *corev1.Node, pods []*corev1.Pod, pdbs []*policyv1.PodDisruptionBudget) (why, cause string) {
-	if node != nil && node.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
-		return fmt.Sprintf("node %s is annotated %s", node.Name, karpv1.DoNotDisruptAnnotationKey), "do-not-disrupt"
+// disrupt is one disruption pass: advance the decisions in flight, expire, and decide at most
+// one new command.
+func (s *scheduler) disrupt(ctx context.Context) error {
+	start := s.now()
+	defer func() { s.metrics.disruptionSeconds.Observe(s.now().Sub(start).Seconds()) }()
+	st, err := s.readDisruption()
+	if err != nil {
+		return err
 	}
-	for _, p := range pods {
-		if p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
-			return fmt.Sprintf("pod %s/%s is annotated %s", p.Namespace, p.Name, karpv1.DoNotDisruptAnnotationKey), "do-not-disrupt"
-		}
+	var errs []error
+	errs = append(errs, s.markConsolidatable(ctx, st), s.advance(ctx, st), s.expire(ctx, st))
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
-	for _, p := range pods {
-		for _, b := range pdbs {
-			if b.Namespace != p.Namespace || b.Status.DisruptionsAllowed > 0 {
-				continue
-			}
-			sel, err := metav1.LabelSelectorAsSelector(b.Spec.Selector)
-			if err != nil || sel.Empty() || !sel.Matches(labels.Set(p.Labels)) {
-				continue
-			}
-			return fmt.Sprintf("PodDisruptionBudget %s/%s allows no disruption of pod %s/%s", b.Namespace, b.Name, p.Namespace, p.Name), "pdb"
-		}
-	}
-	return "", ""
+	s.metrics.eligible.Set(float64(len(st.cands)))
+	return s.decideNext(ctx, st)
 }
 
-// consolidatable reports whether the pool consolidates underutilized nodes, and after how long.
-func consolidatable(p clusterstate.Pool) (time.Duration, bool) {
-	d := p.Spec.Disruption
-	if d.ConsolidationPolicy != karpv1.ConsolidationPolicyWhenEmptyOrUnderutilized || d.ConsolidateAfter.Duration == nil {
-		return 0, false
+// decideNext validates the command waiting for it, or computes the next one.
+func (s *scheduler) decideNext(ctx context.Context, st *disruptionState) error {
+	if p := s.pending; p != nil {
+		if st.now.Sub(p.at) < s.cfg.ConsolidationValidation {
+			return nil // one command at a time: this one is judged again first
+		}
+		s.pending = nil
+		cmd, why := s.revalidate(ctx, st, p.cmd)
+		if why != "" {
+			s.rt.Log.Info().Ctx(ctx).Strs("nodeclaims", cmd.claimNames()).Str("reason", string(p.cmd.reason)).Str("why", why).
+				Msg("not disrupting: the command is no longer valid")
+			s.metrics.invalidated.WithLabelValues(string(p.cmd.reason)).Inc()
+			return nil
+		}
+		return s.execute(ctx, st, cmd)
 	}
-	return *d.ConsolidateAfter.Duration, true
+	cmd, ok, err := s.compute(ctx, st)
+	if err != nil || !ok {
+		return err
+	}
+	if cmd.reason == karpv1.DisruptionReasonDrifted || s.cfg.ConsolidationValidation <= 0 {
+		return s.execute(ctx, st, cmd)
+	}
+	s.pending = &pendingCommand{cmd: cmd, at: st.now}
+	s.rt.Log.Info().Ctx(ctx).Strs("nodeclaims", cmd.claimNames()).Str("reason", string(cmd.reason)).Str("action", string(cmd.action)).
+		Dur("in", s.cfg.ConsolidationValidation).Msg("validating a disruption before acting on it")
+	return nil
 }
+
+// pendingCommand is a command computed and waiting to be validated again.
+type pendingCommand struct {
+	cmd command
+	at  time.Time
+}
+
+// movablePods are the pods a disruption of the node would evict and reschedule.
+func (s *scheduler) movablePods(node string) []*corev1.Pod {
+	return disruption.Movable(s.cluster.PodsOn(node))
+}
+
+func claimPool(nc *karpv1.NodeClaim) string { return clusterstate.PoolOf(nc.Labels) }
 
 // minSavings is the pool's replacement threshold: its annotation, else the setting. An
 // annotation that does not parse is reported (once per value) and the setting used.
@@ -277,72 +229,6 @@ func parsePercent(v string) (float64, error) {
 
 func formatPercent(f float64) string { return strconv.FormatFloat(f*100, 'f', -1, 64) + "%" }
 
-// candidates finds the nodes consolidation may consider: launched, initialized, registered
-// claims of pools that consolidate underutilized nodes, not disrupting, not a replacement still
-// waiting for its pods, with movable pods, and no pod arrived or left for consolidateAfter. The
-// ones a do-not-disrupt annotation or a PodDisruptionBudget holds back are returned as blocked.
-func (s *scheduler) candidates(st *disruptionState) (cands []scheduling.Candidate, blocked []scheduling.Rejection, causes map[string]string) {
-	causes = map[string]string{}
-	kept := s.cfg.LaunchLoop.Keeps(st.v.histories, s.pendingPods())
-	for _, name := range slices.Sorted(maps.Keys(st.claims)) {
-		nc := st.claims[name]
-		p, ok := st.pools[claimPool(nc)]
-		if !ok || nc.Status.NodeName == "" || !nc.IsTrue(karpv1.ConditionTypeInitialized) || nc.DeletionTimestamp != nil ||
-			nc.Annotations[disruption.DecisionAnnotation] != "" || s.replacing(nc, st) {
-			continue
-		}
-		after, ok := consolidatable(p)
-		if !ok {
-			continue
-		}
-		st.consolidatable[nc.Name] = false
-		node, ok := s.cluster.Node(nc.Status.NodeName)
-		if !ok || disruption.Disrupting(nc, node) {
-			continue
-		}
-		pods := s.movablePods(node.Name)
-		if len(pods) == 0 {
-			continue // empty: the terminator's emptiness takes it
-		}
-		since := s.podEvents.lastEvent(node.Name)
-		if init := nc.Condition(karpv1.ConditionTypeInitialized); init != nil && init.LastTransitionTime.After(since) {
-			since = init.LastTransitionTime.Time
-		}
-		if st.now.Sub(since) < after {
-			continue
-		}
-		st.consolidatable[nc.Name] = true
-		if why, ok := kept[nc.Name]; ok {
-			blocked = append(blocked, scheduling.Rejection{Node: node.Name, Reason: "kept: " + why})
-			causes[node.Name] = "launch-loop"
-			continue
-		}
-		if why, cause := blocker(node, pods, st.pdbs); why != "" {
-			blocked = append(blocked, scheduling.Rejection{Node: node.Name, Reason: why})
-			causes[node.Name] = cause
-			continue
-		}
-		c := scheduling.Candidate{Node: node.Name, NodePool: p.Name, InstanceType: node.Labels[scheduling.LabelInstanceType],
-			CapacityType: node.Labels[scheduling.LabelCapacityType], Zone: node.Labels[scheduling.LabelZone], LifetimeRemaining: 1}
-		c.PriceUSDPerHour, ok = offeringPrice(st.v, c.InstanceType, c.CapacityType, c.Zone)
-		if c.CapacityType != scheduling.CapacityTypeSpot && c.CapacityType != scheduling.CapacityTypeOnDemand {
-			ok = false
-		}
-		if !ok {
-			blocked = append(blocked, scheduling.Rejection{Node: node.Name, Reason: fmt.Sprintf("no price known for %s %s in %s", c.CapacityType, c.InstanceType, c.Zone)})
-			causes[node.Name] = "unpriced"
-			continue
-		}
-		if ea := nc.Spec.ExpireAfter.Duration; ea != nil && *ea > 0 {
-			left := nc.CreationTimestamp.Add(*ea).Sub(st.now)
-			// An expired node is the terminator's; until it goes it is the cheapest to disrupt.
-			c.LifetimeRemaining = math.Max(0.001, math.Min(1, float64(left)/float64(*ea)))
-		}
-		cands = append(cands, c)
-	}
-	return cands, blocked, causes
-}
-
 // replacing reports a replacement claim whose replaced claims are still there: it waits for
 // their pods and is not itself a candidate.
 func (s *scheduler) replacing(nc *karpv1.NodeClaim, st *disruptionState) bool {
@@ -361,6 +247,24 @@ func offeringPrice(v view, typ, capacityType, zone string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// coreCandidate is a consolidation candidate as the core takes it, or why it cannot be one.
+func coreCandidate(st *disruptionState, c disruption.Candidate) (scheduling.Candidate, string) {
+	node := c.Node
+	out := scheduling.Candidate{Node: node.Name, NodePool: c.PoolName(), InstanceType: node.Labels[scheduling.LabelInstanceType],
+		CapacityType: node.Labels[scheduling.LabelCapacityType], Zone: node.Labels[scheduling.LabelZone], LifetimeRemaining: 1}
+	price, ok := offeringPrice(st.v, out.InstanceType, out.CapacityType, out.Zone)
+	if !ok || (out.CapacityType != scheduling.CapacityTypeSpot && out.CapacityType != scheduling.CapacityTypeOnDemand) {
+		return out, fmt.Sprintf("no price known for %s %s in %s", out.CapacityType, out.InstanceType, out.Zone)
+	}
+	out.PriceUSDPerHour = price
+	if ea := c.Claim.Spec.ExpireAfter.Duration; ea != nil && *ea > 0 {
+		left := c.Claim.CreationTimestamp.Add(*ea).Sub(st.now)
+		// An expired node goes anyway; until it does it is the cheapest to disrupt.
+		out.LifetimeRemaining = math.Max(0.001, math.Min(1, float64(left)/float64(*ea)))
+	}
+	return out, ""
 }
 
 // withDeletionCosts fills in each pod's controller.kubernetes.io/pod-deletion-cost on the
@@ -394,4 +298,43 @@ func (s *scheduler) withDeletionCosts(nodes []scheduling.Node, cands []schedulin
 		out[i].Pods = pods
 	}
 	return out
+}
+
+// without splits the pass's nodes into the claim's movable pods and every other node: what a
+// solve of the cluster without the claim's node starts from.
+func (s *scheduler) without(st *disruptionState, claims ...*karpv1.NodeClaim) (pods []scheduling.Pod, others []scheduling.Node) {
+	gone := map[string]bool{}
+	movable := map[string]bool{}
+	for _, nc := range claims {
+		name := nc.Status.NodeName
+		if name == "" {
+			name = nc.Name // in flight: the node is the claim
+		}
+		gone[name] = true
+		for _, p := range s.movablePods(name) {
+			movable[string(p.UID)] = true
+		}
+	}
+	others = make([]scheduling.Node, 0, len(st.nodes))
+	for _, n := range st.nodes {
+		if !gone[n.Name] {
+			others = append(others, n)
+			continue
+		}
+		for _, p := range n.Pods {
+			if movable[p.UID] {
+				pods = append(pods, p)
+			}
+		}
+	}
+	return pods, others
+}
+
+func podName(pods []scheduling.Pod, uid string) string {
+	for _, p := range pods {
+		if p.UID == uid {
+			return p.Namespace + "/" + p.Name
+		}
+	}
+	return uid
 }

@@ -35,6 +35,7 @@ type metrics struct {
 	disruptionSeconds prometheus.Histogram
 	decisions         *prometheus.CounterVec // by reason and action
 	abandoned         *prometheus.CounterVec // by reason
+	invalidated       *prometheus.CounterVec // by reason: commands that did not survive validation
 	eligible          prometheus.Gauge
 	blocked           *prometheus.GaugeVec // by cause
 	savings           prometheus.Counter
@@ -67,7 +68,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"Time of one disruption pass: reading the cluster, consolidation and drift decisions.", prometheus.ExponentialBuckets(0.001, 2, 14)),
 		decisions: f.CounterVec("fleetwright_disruption_decisions_total", "Disruption decisions, by reason (Underutilized, Drifted) and action (Delete, Replace).", "reason", "action"),
 		abandoned: f.CounterVec("fleetwright_disruption_decisions_abandoned_total", "Disruption decisions given up because a replacement failed or was too slow, by reason.", "reason"),
-		eligible:  f.Gauge("fleetwright_disruption_eligible_nodes", "Nodes consolidation considered in its last pass."),
+		invalidated: f.CounterVec("fleetwright_disruption_decisions_invalidated_total",
+			"Emptiness and consolidation commands not acted on because they no longer held when validated again, by reason.", "reason"),
+		eligible: f.Gauge("fleetwright_disruption_eligible_nodes", "Nodes consolidation considered in its last pass."),
 		blocked: f.GaugeVec("fleetwright_disruption_blocked_nodes", "Nodes consolidation could not take in its last pass, by cause "+
 			"(do-not-disrupt, pdb, budget, savings-threshold, pods-would-not-fit, no-cheaper-replacement, spot, other).", "cause"),
 		savings: f.Counter("fleetwright_disruption_savings_usd_per_hour_total",

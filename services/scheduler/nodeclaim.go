@@ -88,7 +88,7 @@ func nodeClaimObject(c scheduling.NodeClaim, p poolView, batchID string) *karpv1
 	for k, v := range p.annotations {
 		nc.Annotations[k] = v
 	}
-	// What the claim is made from, for drift detection (clusterstate.Drifted): the pool's hash
+	// What the claim is made from, for drift detection (disruption.Drifted): the pool's hash
 	// and its node class's (which the launcher records again from the class it launches with).
 	nc.Annotations[karpv1.NodePoolHashAnnotationKey] = p.hash
 	nc.Annotations[karpv1.NodePoolHashVersionAnnotationKey] = karpv1.NodePoolHashVersion

@@ -37,7 +37,8 @@ type scheduler struct {
 	recorder    record.EventRecorder
 	claims      dynamic.NamespaceableResourceInterface
 	now         func() time.Time
-	podEvents   *podEvents
+	podEvents   *lastPodEvents
+	pending     *pendingCommand // the leader's disruption command waiting to be validated again
 	onceMu      sync.Mutex
 	seen        map[string]time.Time // what was logged and told once (see once)
 }
@@ -58,7 +59,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	s.unavailable = offerings.NewUnavailable(s.now)
 	s.recent = newRecent(s.now)
 	s.lease = newLeaseHold(cfg.Identity, cfg.RenewDeadline)
-	s.podEvents = newPodEvents(s.now)
+	s.podEvents = newLastPodEvents(s.now)
 	if _, err := cl.Pods.AddEventHandler(s.podEvents.handler()); err != nil {
 		return fmt.Errorf("watching pods: %w", err)
 	}
@@ -112,8 +113,8 @@ func (s *scheduler) schedule(ctx context.Context) {
 	// The leader's loops: reconcile republishes the LaunchIntent of every NodeClaim not
 	// launched yet (a crash between creating a claim and publishing its intent loses nothing;
 	// JetStream's dedup on the claim name makes a repeat free); endUnfulfillable ends the
-	// nominations ready nodes cannot honour; disrupt consolidates and replaces
-	// drifted nodes (disruption.go).
+	// nominations ready nodes cannot honour; flushPodEvents keeps the claims'
+	// status.lastPodEventTime; disrupt decides and carries out every disruption (disruption.go).
 	var loops sync.WaitGroup
 	loops.Go(func() {
 		_ = service.Every(ctx, s.cfg.Reconcile, func() {
@@ -126,6 +127,13 @@ func (s *scheduler) schedule(ctx context.Context) {
 		_ = service.Every(ctx, s.cfg.NominationCheck, func() {
 			if err := s.endUnfulfillable(ctx); err != nil && ctx.Err() == nil {
 				s.rt.Log.Warn().Err(err).Msg("ending nominations nodes cannot honour")
+			}
+		})
+	})
+	loops.Go(func() {
+		_ = service.Every(ctx, time.Second, func() {
+			if err := s.flushPodEvents(ctx); err != nil && ctx.Err() == nil {
+				s.rt.Log.Warn().Err(err).Msg("recording pod events on nodeclaims")
 			}
 		})
 	})

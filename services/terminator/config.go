@@ -5,7 +5,6 @@ import (
 	"flag"
 	"time"
 
-	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/service"
 )
 
@@ -24,12 +23,6 @@ type config struct {
 	GCInterval        time.Duration
 	GCGrace           time.Duration
 	ResumeAfter       time.Duration
-	// Nomination bounds how long a node waits for a pod nominated to its claim: the same
-	// settings pod-watcher and the scheduler read.
-	Nomination podproj.NominationRule
-	// LaunchLoop: a node launched for a pod that did not hold it stays while the pod is pending
-	// (the record of the scheduler's launch-loop breaker); the same settings the scheduler reads.
-	LaunchLoop podproj.LaunchLoopRule
 }
 
 func parseConfig(args []string) (config, error) {
@@ -57,8 +50,6 @@ func parseConfig(args []string) (config, error) {
 		"an instance younger than this is never garbage-collected: its claim may be about to record it (env GC_GRACE)")
 	fs.DurationVar(&c.ResumeAfter, "resume-after", service.EnvDuration("RESUME_AFTER", 5*time.Minute),
 		"a deleting NodeClaim whose termination shows no progress this long (its intent aged out of the stream, was dead-lettered or purged) is published again (env RESUME_AFTER)")
-	c.Nomination.RegisterFlags(fs, service.EnvDuration)
-	c.LaunchLoop.RegisterFlags(fs, service.EnvInt, service.EnvDuration)
 	fs.DurationVar(&c.SQSWait, "sqs-wait", service.EnvDuration("SQS_WAIT", 20*time.Second), "SQS long-poll wait, at most 20s (env SQS_WAIT)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -84,12 +75,6 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.DrainSlice < 10*time.Second {
 		errs = append(errs, errors.New("--drain-slice must be at least 10s"))
-	}
-	if err := c.Nomination.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.LaunchLoop.Validate(); err != nil {
-		errs = append(errs, err)
 	}
 	if c.ResumeAfter < time.Second {
 		errs = append(errs, errors.New("--resume-after must be at least 1s"))

@@ -7,6 +7,8 @@ import (
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
@@ -14,8 +16,10 @@ import (
 // deleting drives every deleting NodeClaim and Node the termination finalizer holds to its
 // end, level-triggered from the objects rather than from the messages that started it:
 //
-//   - one someone else deleted (kubectl, the emulator deleting a terminated instance's Node)
-//     gets a manual intent, <uid>/deleted;
+//   - one deleted by the scheduler's decision (disruption.DecisionAnnotation: Empty,
+//     Underutilized, Drifted, Expired) gets an intent of that reason, <uid>/<reason>; one someone
+//     else deleted (kubectl, the emulator deleting a terminated instance's Node) a manual intent,
+//     <uid>/deleted;
 //   - one whose termination shows no progress for resumeAfter (progressAnnotation, else the
 //     deletionTimestamp) gets its intent again, <uid>/<reason>/resumed/<last progress>: the intent
 //     that was carrying it out aged out of the stream, was dead-lettered or purged, or its
@@ -41,7 +45,7 @@ func (k *kube) deleting(now time.Time, resumeAfter time.Duration) []*termination
 		}
 		switch {
 		case nc.Annotations[intentAnnotation] == "" && !beat:
-			out = append(out, manualIntent(refOf(nc), string(nc.UID), now))
+			out = append(out, deletedIntent(nc, now))
 		case now.Sub(last) >= resumeAfter:
 			out = append(out, resumedIntent(nc, last, now))
 		}
@@ -54,7 +58,7 @@ func (k *kube) deleting(now time.Time, resumeAfter time.Duration) []*termination
 		switch {
 		case nc == nil:
 			out = append(out, manualIntent(claimRef{NodeName: n.Name, ProviderID: n.Spec.ProviderID, InstanceID: ec2v1.InstanceID(n.Spec.ProviderID),
-				Pool: poolOf(n.Labels)}, string(n.UID), now))
+				Pool: clusterstate.PoolOf(n.Labels)}, string(n.UID), now))
 		case nc.DeletionTimestamp == nil:
 			out = append(out, manualIntent(refOf(nc), string(nc.UID), now))
 		}
@@ -70,7 +74,29 @@ func manualIntent(c claimRef, uid string, now time.Time) *terminationv1.Terminat
 	if c.Name == "" {
 		what = "node " + c.NodeName
 	}
-	in := intentFor(candidate{claimRef: c}, commonv1.TerminationReason_TERMINATION_REASON_MANUAL, now, uid+"/deleted", what+" was deleted")
+	return intentFor(c, commonv1.TerminationReason_TERMINATION_REASON_MANUAL, now, uid+"/deleted", what+" was deleted")
+}
+
+// decidedReasons are the termination reasons of the scheduler's decisions.
+var decidedReasons = map[karpv1.DisruptionReason]commonv1.TerminationReason{
+	karpv1.DisruptionReasonEmpty:         commonv1.TerminationReason_TERMINATION_REASON_EMPTY,
+	karpv1.DisruptionReasonUnderutilized: commonv1.TerminationReason_TERMINATION_REASON_UNDERUTILIZED,
+	karpv1.DisruptionReasonDrifted:       commonv1.TerminationReason_TERMINATION_REASON_DRIFTED,
+	disruption.ReasonExpired:             commonv1.TerminationReason_TERMINATION_REASON_EXPIRED,
+}
+
+// deletedIntent is the intent to drain and terminate a deleted NodeClaim: of its decision's
+// reason if the scheduler deleted it (what the decision says on the claim, not what a message
+// says), else a manual one. It counts its grace period from the deletion.
+func deletedIntent(nc *karpv1.NodeClaim, now time.Time) *terminationv1.TerminationIntent {
+	d, ok, _ := disruption.DecisionOf(nc)
+	reason, decided := decidedReasons[d.Reason]
+	if !ok || !decided {
+		return manualIntent(refOf(nc), string(nc.UID), now)
+	}
+	in := intentFor(refOf(nc), reason, nc.DeletionTimestamp.Time, string(nc.UID)+"/"+reasonName(reason), d.Why)
+	in.Voluntary = d.Reason != disruption.ReasonExpired
+	in.ReplacementNodeClaimNames = d.Replacements
 	return in
 }
 
@@ -88,6 +114,6 @@ func resumedIntent(nc *karpv1.NodeClaim, last, now time.Time) *terminationv1.Ter
 	if prev != "" {
 		why += " (intent " + prev + ")"
 	}
-	in := intentFor(candidate{claimRef: refOf(nc)}, reason, now, string(nc.UID)+"/"+reasonName(reason)+resumedMark+strconv.FormatInt(last.Unix(), 10), why)
+	in := intentFor(refOf(nc), reason, now, string(nc.UID)+"/"+reasonName(reason)+resumedMark+strconv.FormatInt(last.Unix(), 10), why)
 	return in
 }

@@ -1,12 +1,14 @@
-// Command terminator takes capacity away: it decides which nodes go (empty, expired,
-// interrupted, deleted by hand) and carries the decisions out, draining through the Eviction
-// API so PodDisruptionBudgets hold.
+// Command terminator takes capacity away: it carries out every NodeClaim deletion (the
+// scheduler's disruption decisions — empty, underutilized, drifted, expired — and deletions by
+// hand), spot interruptions and claims that never registered, draining through the Eviction API
+// so PodDisruptionBudgets hold. It decides no voluntary disruption itself: that is the
+// scheduler's, with one budget ledger.
 //
 //	decision loop (every replica; deterministic intent ids make repeats harmless)
 //	  finalizers: karpenter.sh/termination on registered NodeClaims and their Nodes
-//	  emptiness: node with only DaemonSet/mirror pods ─ karpenter.sh/emptiness-timestamp ─┐
-//	  expiry: claim older than expireAfter / ttlSecondsUntilExpired                        │
-//	  sweeper: NodeClaim or Node deleted by someone else (finalizer holds it)              │
+//	  liveness: a launched claim whose node never registered (--registration-ttl)          │
+//	  sweeper: every NodeClaim or Node being deleted (finalizer holds it), with the reason  │
+//	           of the decision recorded on it (fleetwright.io/disruption), else manual      │
 //	SQS interruption queue ─ long poll ─ parser per (source, detail-type, version)        │
 //	  ──> <prefix>.interruptions.<kind> (InterruptionEvent)                                │
 //	  └─ SQS DeleteMessage only after the publishes below were acked                      v

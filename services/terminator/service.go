@@ -12,10 +12,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/service"
@@ -30,7 +26,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	if err != nil {
 		return fmt.Errorf("loading AWS configuration: %w", err)
 	}
-	k, err := newKube(rt, cfg.RegistrationTTL, cfg.Nomination, cfg.LaunchLoop)
+	k, err := newKube(rt, cfg.RegistrationTTL)
 	if err != nil {
 		return err
 	}
@@ -43,21 +39,17 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	gc := &orphans{ec2: api, cache: k.cache, cluster: cfg.ClusterName, grace: cfg.GCGrace, log: rt.Log, metrics: m, now: time.Now}
 	ex := &executor{k: k, cs: rt.Kube, ec2: api, cluster: cfg.ClusterName, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, events: rt.Events,
 		resumeAfter: cfg.ResumeAfter}
-	d := &decider{k: k, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, blockedLogged: map[string]bool{}, events: rt.Events,
+	d := &decider{k: k, bus: rt.Bus, prefix: rt.Bus.Prefix(), log: rt.Log, metrics: m, now: time.Now, blockedLogged: map[string]bool{},
 		resumeAfter: cfg.ResumeAfter}
 
 	rt.Log.Info().Str("cluster", cfg.ClusterName).Str("queue", cfg.InterruptionQueue).Int("workers", cfg.Workers).Int("urgent_workers", cfg.UrgentWorkers).Bool("v1alpha5", k.cache.Legacy).Msg("terminating nodes")
 	g, gctx := errgroup.WithContext(ctx)
-	// Decisions run on every change of what they read (nodes, NodeClaims, pods, pools), at most
-	// once a service.KickGap, at the next deadline the last run found (an empty node's TTL ends,
-	// a claim expires), and every --interval for what neither announces (a budget's schedule
-	// opening, a stalled termination to publish again). A failed run is tried again soon.
+	// Decisions run on every change of what they read (nodes, NodeClaims), at most once a
+	// service.KickGap, at the next deadline the last run found (a claim misses its registration
+	// deadline), and every --interval for what neither announces (a stalled termination to
+	// publish again). A failed run is tried again soon.
 	kick := service.NewTrigger(service.KickGap)
-	watched := []cache.SharedIndexInformer{k.cache.Nodes, k.cache.NodeClaims, k.cache.Pods, k.cache.NodePools}
-	if k.cache.Provisioners != nil {
-		watched = append(watched, k.cache.Provisioners)
-	}
-	if err := k.cache.OnChange(kick.Kick, watched...); err != nil {
+	if err := k.cache.OnChange(kick.Kick, k.cache.Nodes, k.cache.NodeClaims); err != nil {
 		return fmt.Errorf("watching what the decisions read: %w", err)
 	}
 	g.Go(func() error {
@@ -132,9 +124,9 @@ func intentSubject(p subject.Prefix, in *terminationv1.TerminationIntent) string
 	return p.Of(subject.TerminationsIntents)
 }
 
-// decider runs the decision stages over the cluster and acts on their answers. Every replica
-// may run it: the emptiness timestamp lives on the Node and intent ids are deterministic
-// (<nodeclaim-uid>/<reason>[/<emptiness timestamp>]), so JetStream drops a repeated decision.
+// decider publishes what the terminator decides itself (liveness) and the termination of every
+// deleting NodeClaim and Node (deleted.go). Every replica may run it: intent ids are
+// deterministic (<nodeclaim-uid>/<reason>), so JetStream drops a repeated decision.
 type decider struct {
 	k             *kube
 	bus           publisher
@@ -143,55 +135,22 @@ type decider struct {
 	metrics       *metrics
 	now           func() time.Time
 	blockedLogged map[string]bool
-	events        record.EventRecorder
 	resumeAfter   time.Duration // see kube.deleting
-	// pending maps a claim's UID to the intent this replica published for it until the claim
-	// shows as disrupting (or goes): it counts against the pool's budgets meanwhile (see settle).
-	pending map[string]pendingIntent
 }
 
 // pass decides about every candidate and acts; it returns when it next needs to run with
 // nothing changing (nextDeadline), zero if never.
 func (d *decider) pass(ctx context.Context) (time.Time, error) {
 	now := d.now()
-	cands := d.k.candidates(now)
+	cands := d.k.candidates()
 	if err := d.k.ensureFinalizers(ctx, cands); err != nil {
 		return time.Time{}, err
 	}
-	pools := d.k.budgets()
-	if d.pending == nil {
-		d.pending = map[string]pendingIntent{}
-	}
-	settle(d.pending, cands, pools, now, d.resumeAfter)
-	for _, a := range decide(cands, pools, now) {
+	for _, a := range decide(cands, now) {
 		c := a.Candidate
 		log := d.log.With().Str("nodeclaim", c.Name).Str("node", c.NodeName).Str("nodepool", c.Pool).Logger()
-		switch a.Kind {
-		case markEmpty:
-			if d.annotateEmpty(ctx, c.NodeName, now.UTC().Format(time.RFC3339)) {
-				ttl := time.Duration(0)
-				if c.EmptyAfter != nil {
-					ttl = *c.EmptyAfter
-				}
-				log.Info().Dur("ttl", ttl).Msg(a.Why)
-			}
-		case unmarkEmpty:
-			if d.annotateEmpty(ctx, c.NodeName, "") {
-				log.Info().Msg("removed emptiness TTL from node")
-			}
-		case blocked:
-			if d.once(c.UID + a.Why) {
-				log.Info().Msg(a.Why)
-				tell(d.events, c.NodeName, c.Name, c.UID, corev1.EventTypeNormal, reasonDisruptionBlocked, a.Why)
-			}
-		case terminate:
-			if err := d.publishDecision(ctx, a, log); err != nil {
-				return time.Time{}, err
-			}
-			if _, ok := d.pending[c.UID]; !ok {
-				d.pending[c.UID] = pendingIntent{Pool: c.Pool, At: now,
-					Empty: a.Intent.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_EMPTY}
-			}
+		if err := d.publishDecision(ctx, a, log); err != nil {
+			return time.Time{}, err
 		}
 	}
 	for _, in := range d.k.deleting(now, d.resumeAfter) {
@@ -231,27 +190,4 @@ func (d *decider) logDecision(a action, log zerolog.Logger) {
 	}
 	d.metrics.decisions.WithLabelValues(reasonName(a.Intent.GetReason())).Inc()
 	log.Info().Str("intent", a.Intent.GetIntentId()).Str("why", a.Intent.GetWhy()).Msg(a.Why)
-}
-
-// annotateEmpty sets (or, with "", removes) the node's emptiness timestamp, unless it already is
-// as asked (another replica may have set its own first). It reports whether it wrote.
-func (d *decider) annotateEmpty(ctx context.Context, node, value string) bool {
-	wrote, err := d.k.nodes.modify(ctx, node, func(n *corev1.Node) bool {
-		if cur := n.Annotations[emptinessAnnotation]; (cur == "") == (value == "") {
-			return false // already as asked, or another replica set its own timestamp
-		}
-		if value == "" {
-			delete(n.Annotations, emptinessAnnotation)
-			return true
-		}
-		if n.Annotations == nil {
-			n.Annotations = map[string]string{}
-		}
-		n.Annotations[emptinessAnnotation] = value
-		return true
-	})
-	if err != nil && !apierrors.IsNotFound(err) {
-		d.log.Warn().Err(err).Str("node", node).Msg("updating emptiness timestamp")
-	}
-	return wrote
 }

@@ -141,12 +141,11 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 		{
 			Name: "scheduler",
 			Comment: "consumes batches and interruption events, follows unavailable offerings and the " +
-				"catalog, publishes launch intents, interrupted spot offerings, and the termination intents " +
-				"and the record (decided, terminating, abandoned, blocked) of its disruption decisions; " +
-				"answers simulate requests (one reply each)",
+				"catalog, publishes launch intents, interrupted spot offerings, and the record (decided, " +
+				"terminating, abandoned, blocked) of its disruption decisions (which it hands to the " +
+				"terminator by deleting NodeClaims, not by message); answers simulate requests (one reply each)",
 			Publish: join([]string{
 				p.Of(subject.LaunchIntents),
-				p.Of(subject.TerminationsIntents),
 				p.Of(subject.TerminationsDecisions),
 				p.Of(subject.OfferingsUnavailable),
 				p.DeadLetter(p.Of(subject.PodsPending)),

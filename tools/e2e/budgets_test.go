@@ -125,8 +125,8 @@ func TestBudgetOneNodeAtATime(t *testing.T) {
 	assert.LessOrEqual(t, most, 1, "never more than one node disrupting")
 	mu.Unlock()
 	// "of 5 nodes", or fewer when the first was gone before the others were found empty.
-	assert.Regexp(t, `empty node not terminated: budget 0 \(nodes \\"1\\"\) allows 1 of [2-5] nodes \(Empty\) and 1 is already disrupting`,
-		s.Service("terminator").Log(), "the terminator logs that the budget held the others back while one went")
+	assert.Regexp(t, `empty node not removed: budget 0 \(nodes \\"1\\"\) allows 1 of [2-5] nodes \(Empty\) and 1 is already disrupting`,
+		s.Service("scheduler").Log(), "the scheduler, which decides disruption, logs that the budget held the others back while one went")
 	noLeftovers(t, s)
 }
 
@@ -162,9 +162,9 @@ func TestBudgetScheduledZeroBlocks(t *testing.T) {
 		assert.Nil(t, c.DeletionTimestamp)
 		n := getNode(t, s, c.Status.NodeName)
 		require.NotNil(t, n, "node %s stays", c.Status.NodeName)
-		assert.NotEmpty(t, n.Annotations["karpenter.sh/emptiness-timestamp"], "the node was found empty")
+		assert.True(t, c.IsTrue(karpv1.ConditionTypeConsolidatable), "nodeclaim %s was found consolidatable (empty for consolidateAfter)", c.Name)
 		assert.False(t, disrupted(n))
 	}
-	assert.True(t, strings.Contains(s.Service("terminator").Log(), `empty node not terminated: budget 0 (nodes \"0\", schedule \"* * * * *\", duration 1h)`),
-		"the terminator logs the budget that holds the nodes")
+	assert.True(t, strings.Contains(s.Service("scheduler").Log(), `empty node not removed: budget 0 (nodes \"0\", schedule \"* * * * *\", duration 1h)`),
+		"the scheduler logs the budget that holds the nodes")
 }

@@ -67,6 +67,10 @@ type nodeReport struct {
 		Reason  string `json:"reason"`
 		Why     string `json:"why"`
 		Outcome string `json:"outcome"`
+		Steps   []struct {
+			Name string    `json:"name"`
+			At   time.Time `json:"at"`
+		} `json:"steps"`
 	} `json:"removal"`
 }
 
@@ -186,6 +190,12 @@ spec:
 	assert.Equal(t, "default", r.NodePool, "a removed node's pool is still known, from the history")
 	assert.Contains(t, []string{"empty", "underutilized"}, r.Removal.Reason, "the reason")
 	assert.Equal(t, "terminated", r.Removal.Outcome)
+	var steps []string
+	for _, st := range r.Removal.Steps {
+		steps = append(steps, st.Name)
+		assert.False(t, st.At.IsZero(), "step %s has its time", st.Name)
+	}
+	assert.Equal(t, []string{"Decided", "Deleted"}, steps, "the decision's steps, from the audit stream")
 	text, err = fleetwright(t, s, "why", "node", removed.Name)
 	require.NoError(t, err)
 	t.Logf("fleetwright why node %s (removed):\n%s", removed.Name, text)

@@ -232,7 +232,7 @@ func TestDaemonSetLimitRangeAddedLater(t *testing.T) {
 // waits, and counts it.
 func TestLaunchLoopBreaker(t *testing.T) {
 	limits := []string{"--max-failed-launches", "2", "--failed-launch-hold", "10m"}
-	s := dsStack(t, e2e.Options{ServiceArgs: map[string][]string{"scheduler": limits, "terminator": limits}})
+	s := dsStack(t, e2e.Options{ServiceArgs: map[string][]string{"scheduler": limits}})
 	require.NoError(t, s.Emu.SetNodeOverhead(context.Background(), corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("6Gi")}))
 	createDeployment(t, s, "big", 1, podOpts{resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("3Gi")}}})

@@ -190,8 +190,9 @@ func replacementSetup(t *testing.T, patch string) (*e2e.Stack, corev1.Node) {
 	return s, nodes[0]
 }
 
-// A node whose pod fits a cheaper type is replaced by one: the replacement is Initialized
-// before the old node is tainted, and the pod ends on the replacement.
+// A node whose pod fits a cheaper type is replaced by one, in Karpenter v1's order: the old node
+// is tainted (nothing new lands on it) before its replacement is created, the replacement is
+// Initialized before the old node is drained, and the pod ends on the replacement.
 func TestConsolidationReplacesWithACheaperNode(t *testing.T) {
 	s, old := replacementSetup(t, "")
 	taints := watchTaints(t, s)
@@ -219,8 +220,10 @@ func TestConsolidationReplacesWithACheaperNode(t *testing.T) {
 	require.NotNil(t, init, "the replacement is Initialized")
 	tainted, ok := taints.get(old.Name)
 	require.True(t, ok, "the old node was tainted before it went")
-	// The condition's time has whole seconds; the sample is at most 100ms late.
-	assert.False(t, init.LastTransitionTime.After(tainted), "replacement Initialized at %s, old node tainted at %s", init.LastTransitionTime.Time, tainted)
+	// The creation time has whole seconds; the sample is at most 100ms late.
+	assert.False(t, tainted.After(final.CreationTimestamp.Add(time.Second)), "old node tainted at %s, after its replacement was created at %s",
+		tainted, final.CreationTimestamp.Time)
+	assert.True(t, tainted.Before(init.LastTransitionTime.Add(time.Second)), "old node tainted at %s, replacement Initialized at %s", tainted, init.LastTransitionTime.Time)
 	nodes := launchedNodes(t, s)
 	require.Len(t, nodes, 1)
 	assert.Equal(t, final.Status.NodeName, nodes[0].Name)

@@ -57,6 +57,10 @@ type Options struct {
 	NATSCluster int
 	// ServiceArgs are extra flags for a service, by name (after the stack's own).
 	ServiceArgs map[string][]string
+	// BootDelay is how long the emulator's instances take from pending to running (and their
+	// nodes to register); 0: at once. EC2's take tens of seconds: disruption, recovery and
+	// idempotency tests run with 30 s or more.
+	BootDelay time.Duration
 }
 
 // Services are the service names in start order.
@@ -142,7 +146,7 @@ func NewStackWith(t testing.TB, opt Options) *Stack {
 	s.EmuURL = "http://" + emuAddr
 	s.Emu = emuclient.New(s.EmuURL)
 	emu := Start(t, "awsemu", Build(t, "./tools/awsemu/cmd/awsemu"), []string{"--listen", emuAddr, "--kubeconfig", c.Kubeconfig,
-		"--cluster-name", "demo-cluster", "--boot-delay", "0s"}, nil)
+		"--cluster-name", "demo-cluster", "--boot-delay", opt.BootDelay.String()}, nil)
 	s.services["awsemu"] = emu
 	s.waitHealthy("awsemu", func(ctx context.Context) error { return s.Emu.Healthy(ctx) })
 	// Each service creates only the streams it owns and waits, not ready, for the others it

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
@@ -85,6 +86,9 @@ type Removal struct {
 	Completed        *time.Time `json:"completed,omitempty"`
 	Error            string     `json:"error,omitempty"`
 	InterruptionFrom string     `json:"interruptionEvent,omitempty"`
+	// Steps are the decision's steps so far, as recorded on the NodeClaim (decided, tainted,
+	// launched, initialized, deleted, abandoned), oldest first.
+	Steps []disruption.Step `json:"steps,omitempty"`
 }
 
 // Event is one line of a timeline: from the bus (its subject) or Kubernetes (an event).
@@ -323,8 +327,16 @@ func (r *NodeReport) add(s stored, m proto.Message) {
 			rm.SavingsPerHour = m.GetSavingsUsdPerHour()
 		}
 		rm.Replacements, rm.DecidedAt = m.GetReplacementNodeClaimNames(), ts(m.GetDecidedAt().AsTime())
+		step := map[terminationv1.DisruptionDecisionKind]disruption.StepName{
+			terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_DECIDED:     disruption.StepDecided,
+			terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_TERMINATING: disruption.StepDeleted,
+			terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_ABANDONED:   disruption.StepAbandoned,
+		}[m.GetKind()]
 		if m.GetKind() == terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_ABANDONED {
 			rm.Outcome = "abandoned"
+		}
+		if step != "" && !hasStep(rm.Steps, step) {
+			rm.Steps = append(rm.Steps, disruption.Step{Name: step, At: s.Time.UTC()})
 		}
 		r.event(s.Time, s.Msg.Subject, "disruption %s: %s, %s (saves $%.4f/h)", kind, reason, m.GetWhy(), m.GetSavingsUsdPerHour())
 	case *terminationv1.TerminationIntent:
@@ -385,6 +397,17 @@ func (r *NodeReport) fromClaim(c *karpv1.NodeClaim) {
 	}{{karpv1.ConditionTypeLaunched, &r.Launched}, {karpv1.ConditionTypeRegistered, &r.Registered}, {karpv1.ConditionTypeInitialized, &r.Initialized}} {
 		if c := c.Condition(cond.typ); c != nil && c.Status == "True" && *cond.at == nil {
 			*cond.at = ts(c.LastTransitionTime.Time)
+		}
+	}
+	if d, ok, _ := disruption.DecisionOf(c); ok {
+		rm := r.removal()
+		if rm.Reason == "" {
+			rm.Reason, rm.Why, rm.Action = strings.ToLower(string(d.Reason)), d.Why, strings.ToLower(string(d.Action))
+			rm.Replacements, rm.SavingsPerHour = d.Replacements, d.Savings
+		}
+		rm.Steps = d.Steps // the claim's record is the fuller one
+		if rm.DecidedAt == nil && !d.DecidedAt.IsZero() {
+			rm.DecidedAt = ts(d.DecidedAt)
 		}
 	}
 	if d := c.Condition(karpv1.ConditionTypeDisruptionReason); d != nil && d.Status == "True" {
@@ -594,6 +617,13 @@ func printNodeReport(w io.Writer, r *NodeReport) {
 		if rm.SavingsPerHour != 0 {
 			fmt.Fprintf(w, "  saves:       $%.4f/h\n", rm.SavingsPerHour)
 		}
+		for i, st := range rm.Steps {
+			label := ""
+			if i == 0 {
+				label = "steps:"
+			}
+			fmt.Fprintf(w, "  %-12s %s  %s%s\n", label, st.At.Format(time.RFC3339), st.Name, suffix(": ", st.Detail))
+		}
 		if rm.Outcome != "" {
 			fmt.Fprintf(w, "  outcome:     %s, %d pod(s) evicted (%d retries)%s%s\n", rm.Outcome, rm.PodsEvicted, rm.EvictionRetries,
 				suffix(", drained in ", rm.Drain), suffix(", error: ", rm.Error))
@@ -621,4 +651,13 @@ func or(s, fallback string) string {
 		return fallback
 	}
 	return s
+}
+
+func hasStep(steps []disruption.Step, name disruption.StepName) bool {
+	for _, s := range steps {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
 }

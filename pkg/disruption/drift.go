@@ -1,4 +1,4 @@
-package clusterstate
+package disruption
 
 import (
 	"fmt"
