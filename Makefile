@@ -10,7 +10,7 @@ export GONOSUMDB := k8s.io/kubernetes,k8s.io/controller-manager
 
 SERVICES := pod-watcher scheduler launcher terminator
 PACKAGES := ./pkg/... ./proto/... $(foreach s,$(SERVICES),./services/$(s)/...) ./tools/...
-MODULES  := proto pkg tools $(foreach s,$(SERVICES),services/$(s)) tools/devtools
+MODULES  := proto pkg tools $(foreach s,$(SERVICES),services/$(s)) tools/devtools tools/imagebuild
 LOCAL    := .local
 BIN      := $(LOCAL)/bin
 # Code generators and linters, pinned in tools/devtools (a module outside go.work), built here.
@@ -18,8 +18,11 @@ DEVTOOLS := $(CURDIR)/$(LOCAL)/tools
 export PATH := $(DEVTOOLS):$(PATH)
 FUZZTIME ?= 15s
 TEST_TIMEOUT ?= 60m
+# Images: the version stamped into the binaries (pkg/service.Version) and the tag; the platforms.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+PLATFORMS ?= linux/amd64,linux/arm64
 
-.PHONY: build test unit fuzz lint tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean
+.PHONY: build test unit fuzz images images-check lint tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean
 
 build: ## compile every module, services into bin/
 	go build $(PACKAGES)
@@ -37,7 +40,17 @@ stack-bin:
 	go build -o $(BIN)/ ./tools/stack ./tools/awsemu/cmd/awsemu $(foreach s,$(STACK_SERVICES),./services/$(s))
 	go build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
 
-test: tidy-check proto-check crds-check cluster-bin unit fuzz ## what CI runs
+test: tidy-check proto-check crds-check cluster-bin unit images-check fuzz ## what CI runs
+
+# The image builder (tools/imagebuild, a module outside go.work, go-containerregistry pinned there).
+$(DEVTOOLS)/imagebuild: tools/imagebuild/*.go tools/imagebuild/go.mod tools/imagebuild/go.sum
+	@GOWORK=off go -C tools/imagebuild build -o $(DEVTOOLS)/ .
+
+images: $(DEVTOOLS)/imagebuild ## the four services' images, multi-arch, no Docker: REGISTRY=host/path pushes them, else OCI archives in .local/images
+	imagebuild --root . --version $(VERSION) --platforms $(PLATFORMS) $(if $(REGISTRY),--registry $(REGISTRY),--oci-dir $(LOCAL)/images) $(SERVICES)
+
+images-check: ## build the images to OCI archives and run each one's binary (--help, --version)
+	GOWORK=off go -C tools/imagebuild test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 unit:
 	go test -count=1 -timeout $(TEST_TIMEOUT) $(PACKAGES)
