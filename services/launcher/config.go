@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/fleetwright/fleetwright/pkg/service"
@@ -36,7 +37,8 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.ClusterEndpoint, "cluster-endpoint", service.Env("CLUSTER_ENDPOINT", ""), "API server URL nodes join (env CLUSTER_ENDPOINT)")
 	fs.StringVar(&c.ClusterCAFile, "cluster-ca-file", service.Env("CLUSTER_CA_FILE", ""), "PEM CA bundle nodes trust for the API server (env CLUSTER_CA_FILE)")
 	fs.StringVar(&c.ClusterDNS, "cluster-dns", service.Env("CLUSTER_DNS", ""), "cluster DNS IP for the kubelet (env CLUSTER_DNS)")
-	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", service.Env("CLUSTER_CIDR", "10.100.0.0/16"), "service CIDR, for AL2023 nodeadm (env CLUSTER_CIDR)")
+	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", service.Env("CLUSTER_CIDR", ""),
+		"the cluster's service CIDR, from which AL2023's nodeadm derives the cluster DNS address; empty: read from EKS DescribeCluster, and no start if it cannot be (env CLUSTER_CIDR)")
 	fs.StringVar(&c.Region, "region", service.Env("AWS_REGION", "us-east-1"), "AWS region (env AWS_REGION)")
 	fs.IntVar(&c.Workers, "launch-workers", service.EnvInt("LAUNCH_WORKERS", 4), "launches in flight per replica (env LAUNCH_WORKERS)")
 	fs.DurationVar(&c.CatalogRefresh, "catalog-refresh", service.EnvDuration("CATALOG_REFRESH", 5*time.Minute), "how often to republish the instance catalog (env CATALOG_REFRESH)")
@@ -58,6 +60,9 @@ func parseConfig(args []string) (config, error) {
 	var errs []error
 	if c.ClusterName == "" {
 		errs = append(errs, errors.New("--cluster-name is required"))
+	}
+	if _, err := netip.ParsePrefix(c.ClusterCIDR); c.ClusterCIDR != "" && err != nil {
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q is not a CIDR: %w", c.ClusterCIDR, err))
 	}
 	if c.Workers < 1 {
 		errs = append(errs, errors.New("--launch-workers must be at least 1"))

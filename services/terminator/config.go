@@ -35,7 +35,7 @@ func parseConfig(args []string) (config, error) {
 	c.Register(fs, "127.0.0.1:8084")
 	fs.StringVar(&c.ClusterName, "cluster-name", service.Env("CLUSTER_NAME", ""), "EKS cluster name (env CLUSTER_NAME)")
 	fs.StringVar(&c.InterruptionQueue, "interruption-queue", service.Env("INTERRUPTION_QUEUE", ""),
-		"SQS interruption queue name or URL; default the cluster name; \"-\" disables interruption handling (env INTERRUPTION_QUEUE)")
+		"SQS interruption queue name or URL; default fleetwright-<cluster name>, as deploy/aws/fleetwright.yaml names it; \"-\" disables interruption handling (env INTERRUPTION_QUEUE)")
 	fs.StringVar(&c.Region, "region", service.Env("AWS_REGION", "us-east-1"), "AWS region (env AWS_REGION)")
 	fs.IntVar(&c.Workers, "termination-workers", service.EnvInt("TERMINATION_WORKERS", 4), "terminations in flight per replica (env TERMINATION_WORKERS)")
 	fs.IntVar(&c.UrgentWorkers, "urgent-termination-workers", service.EnvInt("URGENT_TERMINATION_WORKERS", 2),
@@ -60,7 +60,7 @@ func parseConfig(args []string) (config, error) {
 		return c, err
 	}
 	if c.InterruptionQueue == "" {
-		c.InterruptionQueue = c.ClusterName
+		c.InterruptionQueue = "fleetwright-" + c.ClusterName
 	}
 	var errs []error
 	if c.ClusterName == "" {

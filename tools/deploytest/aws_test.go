@@ -65,6 +65,9 @@ func policyStatements(t *testing.T, doc any) []statement {
 	m, ok := doc.(map[string]any)
 	require.True(t, ok, "policy document is a Fn::Sub string")
 	text, ok := m["Fn::Sub"].(string)
+	if list, isList := m["Fn::Sub"].([]any); isList && len(list) == 2 {
+		text, ok = list[0].(string) // Fn::Sub [text, variables]
+	}
 	require.True(t, ok, "policy document is a Fn::Sub string")
 	var pd struct {
 		Version   string
@@ -125,7 +128,8 @@ func TestIAMPolicies(t *testing.T) {
 		"ec2:DeleteLaunchTemplate", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeImages",
 		"ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory", "ec2:DescribeInstances",
 		"ec2:CreateTags", "iam:PassRole", "iam:GetInstanceProfile", "iam:ListInstanceProfiles", "iam:CreateInstanceProfile",
-		"iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile", "ssm:GetParameter"})
+		"iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile", "ssm:GetParameter",
+		"eks:DescribeCluster"})
 	require.NotContains(t, actions(launcher), "ec2:TerminateInstances", "the launcher launches; the terminator terminates")
 	require.ElementsMatch(t, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes",
 		"ec2:DescribeInstances", "ec2:TerminateInstances"}, actions(terminator))
@@ -177,8 +181,12 @@ func TestIAMPolicies(t *testing.T) {
 					"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/${AMIParameterPath}"}, s.Resources,
 					"%s reads AWS's public AMI parameters and the account's under AMIParameterPath only", name)
 			}
+			if contains(s.Actions, "eks:DescribeCluster") {
+				require.Equal(t, []string{"arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}"}, s.Resources,
+					"%s describes this cluster only (its service CIDR)", name)
+			}
 			if strings.HasPrefix(s.Actions[0], "sqs:") {
-				require.Equal(t, []string{"arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${ClusterName}"}, s.Resources, "its queue only")
+				require.Equal(t, []string{"${InterruptionQueueArn}"}, s.Resources, "its queue only (TestQueueNameBesideKarpenter resolves it)")
 			}
 			for _, r := range s.Resources {
 				if r == "*" {

@@ -122,7 +122,7 @@ func TestEKSOverlaySettings(t *testing.T) {
 	}
 	require.NotNil(t, settings)
 	require.Equal(t, "my-cluster", field(t, settings, "data", "CLUSTER_NAME"))
-	require.Equal(t, "my-cluster", field(t, settings, "data", "INTERRUPTION_QUEUE"))
+	require.Equal(t, "fleetwright-my-cluster", field(t, settings, "data", "INTERRUPTION_QUEUE"))
 	require.Contains(t, field(t, settings, "data", "CLUSTER_ENDPOINT"), "eks.amazonaws.com")
 	require.Equal(t, "tls", field(t, settings, "data", "NATS_SCHEME"))
 	natsConfig := ""
