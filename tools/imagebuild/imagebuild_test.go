@@ -8,6 +8,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"log"
 	"net/http/httptest"
 	"net/url"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,15 +45,7 @@ func buildArgs(extra ...string) []string {
 // Mozilla's CA bundle and the OCI labels; and the binary for this machine's architecture,
 // extracted and run, answers --help and --version with the version stamped in.
 func TestImagesHoldARunnableBinaryPerPlatform(t *testing.T) {
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	start := time.Now()
-	if err := run(ctx, buildArgs("--oci-dir", dir), &out); err != nil {
-		t.Fatalf("imagebuild: %v\n%s", err, out.String())
-	}
-	t.Logf("built in %s:\n%s", time.Since(start).Round(time.Second), out.String())
+	dir := built(t)
 
 	for _, svc := range services {
 		t.Run(svc, func(t *testing.T) {
@@ -81,6 +75,45 @@ func TestImagesHoldARunnableBinaryPerPlatform(t *testing.T) {
 			}
 		})
 	}
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+)
+
+// built builds the four images into OCI archives once for the package's tests, and returns
+// their directory.
+func built(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "imagebuild-test-")
+		if buildErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		defer cancel()
+		var out bytes.Buffer
+		start := time.Now()
+		if buildErr = run(ctx, buildArgs("--oci-dir", buildDir), &out); buildErr != nil {
+			buildErr = fmt.Errorf("%w\n%s", buildErr, out.String())
+			return
+		}
+		fmt.Printf("imagebuild: built in %s:\n%s", time.Since(start).Round(time.Second), out.String())
+	})
+	if buildErr != nil {
+		t.Fatalf("imagebuild: %v", buildErr)
+	}
+	return buildDir
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
 }
 
 // openArchive reads an OCI archive (an image layout in a tar) as its single index.
@@ -233,45 +266,42 @@ func extract(t *testing.T, img v1.Image) map[string][]byte {
 	}
 }
 
-// TestImagesPushToARegistry pushes to a registry (go-containerregistry's, in memory, over
-// HTTP) as make images REGISTRY=… does, and reads the index back: both platforms, and the same
-// digest as the archive built from the same commit, version and time (the build is
-// reproducible, so a pushed image can be checked against one built anywhere).
+// TestImagesPushToARegistry pushes as make images REGISTRY=… does, to a registry
+// (go-containerregistry's, in memory, over HTTP), an index read back from its archive, and
+// reads it back from the registry: both platforms, the same digest.
 func TestImagesPushToARegistry(t *testing.T) {
-	srv := httptest.NewServer(registry.New(registry.Logger(nil)))
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	u, _ := url.Parse(srv.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	var out bytes.Buffer
-	dir := t.TempDir()
-	if err := run(ctx, buildArgs("--oci-dir", dir), &out); err != nil {
-		t.Fatalf("imagebuild: %v\n%s", err, out.String())
+	idx := openArchive(t, filepath.Join(built(t), "pod-watcher.tar"))
+	o := options{Registry: u.Host + "/fleetwright", Version: testVersion}
+	where, err := publish(ctx, o, "pod-watcher", idx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
-	out.Reset()
-	if err := run(ctx, buildArgs("--registry", u.Host+"/fleetwright"), &out); err != nil {
-		t.Fatalf("imagebuild --registry: %v\n%s", err, out.String())
+	if want := u.Host + "/fleetwright/pod-watcher:" + testVersion; where != want {
+		t.Errorf("pushed to %s, want %s", where, want)
 	}
-	for _, svc := range services {
-		ref, err := name.ParseReference(u.Host + "/fleetwright/" + svc + ":" + testVersion)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pushed, err := remote.Index(ref, remote.WithContext(ctx))
-		if err != nil {
-			t.Fatalf("%s: reading the pushed index: %v", svc, err)
-		}
-		im, err := pushed.IndexManifest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(im.Manifests) != 2 {
-			t.Errorf("%s: %d platforms pushed, want 2", svc, len(im.Manifests))
-		}
-		got, _ := pushed.Digest()
-		want, _ := openArchive(t, filepath.Join(dir, svc+".tar")).Digest()
-		if got != want {
-			t.Errorf("%s: pushed %s, archive %s: the same build gave different images", svc, got, want)
-		}
+	ref, err := name.ParseReference(where)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed, err := remote.Index(ref, remote.WithContext(ctx))
+	if err != nil {
+		t.Fatalf("reading the pushed index: %v", err)
+	}
+	im, err := pushed.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(im.Manifests) != 2 {
+		t.Errorf("%d platforms pushed, want 2", len(im.Manifests))
+	}
+	got, _ := pushed.Digest()
+	want, _ := idx.Digest()
+	if got != want {
+		t.Errorf("pushed %s, built %s", got, want)
 	}
 }

@@ -117,6 +117,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	fmt.Fprintf(out, "imagebuild: compiled %d service(s) for %d platform(s) in %s\n", len(o.Services), len(o.Platforms), time.Since(start).Round(100*time.Millisecond))
 	base, err := baseLayer(work, o.Created)
 	if err != nil {
 		return err
