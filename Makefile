@@ -24,9 +24,9 @@ PLATFORMS ?= linux/amd64,linux/arm64
 
 .PHONY: build test unit fuzz images images-check lint tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean
 
-build: ## compile every module, services into bin/
+build: ## compile every module; the services and the CLI (fleetwright, kubectl-fleetwright) into bin/
 	go build $(PACKAGES)
-	go build -o bin/ $(foreach s,$(SERVICES),./services/$(s))
+	go build -o bin/ $(foreach s,$(SERVICES),./services/$(s)) ./tools/fleetwright ./tools/kubectl-fleetwright
 
 cluster-bin: ## etcd, kube-*, kubectl and kwok built once into ~/.cache/fleetwright (progress shown)
 	go run ./tools/stack build
