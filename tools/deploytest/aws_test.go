@@ -86,14 +86,33 @@ func loadTemplate(t *testing.T) template {
 	return tpl
 }
 
-// rolePolicy returns the statements of a role's one inline policy.
+// rolePolicy returns the statements of a role's one inline policy, after checking its trust:
+// IRSA (when the stack has an OIDC provider) and EKS Pod Identity, each for the role's own
+// ServiceAccount only.
 func rolePolicy(t *testing.T, tpl template, logical string) []statement {
 	r, ok := tpl.Resources[logical]
 	require.True(t, ok, "template has %s", logical)
 	require.Equal(t, "AWS::IAM::Role", r.Type)
-	trust := policyStatements(t, r.Properties["AssumeRolePolicyDocument"])
-	require.Len(t, trust, 1)
-	require.Equal(t, []string{"sts:AssumeRoleWithWebIdentity"}, trust[0].Actions, "IRSA only")
+	sa := strings.ToLower(strings.TrimSuffix(logical, "Role"))
+	branches := r.Properties["AssumeRolePolicyDocument"].(map[string]any)["Fn::If"].([]any)
+	require.Equal(t, "UseIRSA", branches[0])
+	withIRSA, podIdentityOnly := policyStatements(t, branches[1]), policyStatements(t, branches[2])
+	require.Len(t, withIRSA, 2)
+	require.Len(t, podIdentityOnly, 1)
+	for _, s := range append(withIRSA, podIdentityOnly...) {
+		switch s.Sid {
+		case "IRSA":
+			require.Equal(t, []string{"sts:AssumeRoleWithWebIdentity"}, s.Actions)
+			require.Equal(t, "system:serviceaccount:${Namespace}:"+sa, s.Condition["StringEquals"]["${OIDCProvider}:sub"], "%s: its ServiceAccount only", logical)
+		case "EKSPodIdentity":
+			require.Equal(t, []string{"sts:AssumeRole", "sts:TagSession"}, s.Actions)
+			require.Equal(t, sa, s.Condition["StringEquals"]["aws:RequestTag/kubernetes-service-account"], "%s: its ServiceAccount only", logical)
+			require.Equal(t, "${Namespace}", s.Condition["StringEquals"]["aws:RequestTag/kubernetes-namespace"])
+			require.Equal(t, "arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}", s.Condition["ArnEquals"]["aws:SourceArn"], "%s: this cluster's pods only", logical)
+		default:
+			t.Fatalf("%s: unexpected trust statement %q", logical, s.Sid)
+		}
+	}
 	policies := r.Properties["Policies"].([]any)
 	require.Len(t, policies, 1)
 	return policyStatements(t, policies[0].(map[string]any)["PolicyDocument"])

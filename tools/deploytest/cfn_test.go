@@ -268,3 +268,30 @@ func TestQueueNameBesideKarpenter(t *testing.T) {
 		})
 	}
 }
+
+// TestPodIdentityOrIRSA: with an OIDC provider both IRSA and EKS Pod Identity may assume the
+// roles; without one only Pod Identity, and PodIdentityAssociations=true makes the
+// associations of the launcher's and the terminator's ServiceAccounts to their roles.
+func TestPodIdentityOrIRSA(t *testing.T) {
+	base := map[string]string{"ClusterName": "prod-1", "NodeRoleName": "KarpenterNodeRole-prod-1"}
+	trust := func(s *cfnStack, role string) []string {
+		var sids []string
+		for _, st := range s.policy(t, s.resources[role]["Properties"].(map[string]any)["AssumeRolePolicyDocument"]) {
+			sids = append(sids, st.Sid)
+		}
+		return sids
+	}
+	irsa := resolveStack(t, map[string]string{"ClusterName": "prod-1", "NodeRoleName": "KarpenterNodeRole-prod-1", "OIDCProvider": "oidc.eks.eu-west-1.amazonaws.com/id/X"})
+	require.Equal(t, []string{"IRSA", "EKSPodIdentity"}, trust(irsa, "LauncherRole"))
+	require.NotContains(t, irsa.resources, "LauncherPodIdentity", "no association unless asked")
+
+	base["PodIdentityAssociations"] = "true"
+	pod := resolveStack(t, base)
+	for _, sa := range []string{"launcher", "terminator"} {
+		role := map[string]string{"launcher": "LauncherRole", "terminator": "TerminatorRole"}[sa]
+		require.Equal(t, []string{"EKSPodIdentity"}, trust(pod, role), "no IRSA statement without an OIDC provider")
+		assoc := pod.resources[map[string]string{"launcher": "LauncherPodIdentity", "terminator": "TerminatorPodIdentity"}[sa]]["Properties"].(map[string]any)
+		require.Equal(t, map[string]any{"ClusterName": "prod-1", "Namespace": "fleetwright", "ServiceAccount": sa,
+			"RoleArn": fmt.Sprintf("arn:aws:iam::%s:role/prod-1-fleetwright-%s", cfnAccount, sa)}, assoc)
+	}
+}
