@@ -132,3 +132,23 @@ func TestRunnerPrintsVersion(t *testing.T) {
 	assert.False(t, started)
 	assert.Regexp(t, `^launcher dev \(commit [^,]+, go1\.`, string(out))
 }
+
+// TestUnsupportedKarpenterSettingsAreRefused: a Karpenter setting Fleetwright does not act on,
+// carried over from Helm values, stops the service at start with its name; at Karpenter's
+// default (or unset) it is harmless.
+func TestUnsupportedKarpenterSettingsAreRefused(t *testing.T) {
+	valid := Common{NATSOptions: NATSOptions{NATSURL: "nats://x"}, AdminAddr: ":1"}
+	for k := range UnsupportedKarpenterSettings {
+		t.Setenv(k, "")
+	}
+	require.NoError(t, valid.Validate())
+	t.Setenv("RESERVED_ENIS", "0")
+	t.Setenv("ISOLATED_VPC", "False")
+	require.NoError(t, valid.Validate(), "Karpenter's defaults are harmless")
+	t.Setenv("RESERVED_ENIS", "2")
+	t.Setenv("PREFERENCE_POLICY", "Ignore")
+	err := valid.Validate()
+	require.Error(t, err)
+	assert.ErrorContains(t, err, `PREFERENCE_POLICY="Ignore", RESERVED_ENIS="2"`)
+	assert.ErrorContains(t, err, "docs/settings.md")
+}

@@ -88,7 +88,7 @@ func (c *Common) Parse(fs *flag.FlagSet, args []string) error {
 
 // Validate checks the common flags.
 func (c Common) Validate() error {
-	errs := []error{EnvError(), c.ValidateNATS()}
+	errs := []error{EnvError(), c.ValidateNATS(), unsupportedSettingsError()}
 	if c.AdminAddr == "" {
 		errs = append(errs, errors.New("--admin-addr is required"))
 	}
