@@ -29,7 +29,7 @@ var UnsupportedKarpenterSettings = map[string]UnsupportedSetting{
 	"PREFERENCE_POLICY":                   {"Respect", "preferences (preferred affinities, ScheduleAnyway spreads) are respected, as Karpenter's default Respect"},
 	"MIN_VALUES_POLICY":                   {"Strict", "requirements' minValues are enforced strictly, as Karpenter's default Strict"},
 	"IGNORE_DRA_REQUESTS":                 {"true", "pods' DRA requests are ignored when planning, as Karpenter's default"},
-	"DISABLE_CLUSTER_STATE_OBSERVABILITY": {"false", "cluster state metrics and events are always on"},
+	"DISABLE_CLUSTER_STATE_OBSERVABILITY": {"false", "Fleetwright's metrics and events are always on"},
 	"DISABLE_LEADER_ELECTION":             {"false", "the scheduler always elects a leader; the other services need none"},
 	"LEADER_ELECTION_NAME":                {"karpenter-leader-election", "the scheduler's Lease is fleetwright-scheduler"},
 	"LEADER_ELECTION_NAMESPACE":           {"", "the Lease is in POD_NAMESPACE (--pod-namespace)"},

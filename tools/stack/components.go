@@ -74,7 +74,7 @@ func components(cfg config, cluster *localcluster.Cluster) []component {
 // service waits, not ready, until those exist.
 var services = []string{"pod-watcher", "launcher", "terminator", "scheduler"}
 
-// adminPorts are the services' admin ports, as README.md gives them.
+// adminPorts are the services' admin ports, as docs/development.md gives them (and deploy/).
 var adminPorts = map[string]int{"pod-watcher": 8081, "scheduler": 8082, "launcher": 8083, "terminator": 8084}
 
 // startComponents starts each component whose binary exists and waits for its health URL.

@@ -116,3 +116,19 @@ complete -o default -F %[4]s_complete %[1]s
 	}
 	return nil
 }
+
+// Commands are the CLI's commands, each as the words that name it ("why node", "tap"), for
+// documentation checks.
+func Commands() []string {
+	var out []string
+	for _, c := range subcommands[""] {
+		if subs := subcommands[c]; len(subs) > 0 && c != "completion" {
+			for _, s := range subs {
+				out = append(out, c+" "+s)
+			}
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
