@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,13 +73,7 @@ func TestPrerequisitesServerSideDryRun(t *testing.T) {
 	require.NoError(t, err, res)
 	require.Contains(t, res, "storageclass.storage.k8s.io/gp3 serverside-applied (server dry run)")
 
-	deploy := copyDeploy(t)
-	kust := filepath.Join(deploy, "overlays", "eks", "kustomization.yaml")
-	b, err := os.ReadFile(kust)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(kust, []byte(strings.Replace(string(b), "  - ../../components/nats-tls\n",
-		"  - ../../components/nats-tls\n  - ../../components/nats-tls-cert-manager\n", 1)), 0o644))
-	out, err := render(t, filepath.Join(deploy, "overlays", "eks")).AsYaml()
+	out, err := render(t, eksWithCertManager(t)).AsYaml()
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "eks.yaml")
 	require.NoError(t, os.WriteFile(path, out, 0o600))

@@ -42,6 +42,20 @@ func copyDeploy(t *testing.T) string {
 	return dst
 }
 
+// eksWithCertManager is a copy of the eks overlay with the nats-tls-cert-manager component
+// beside nats-tls, as install-eks.md has users add it; it returns the overlay's directory.
+func eksWithCertManager(t *testing.T) string {
+	t.Helper()
+	deploy := copyDeploy(t)
+	kust := filepath.Join(deploy, "overlays", "eks", "kustomization.yaml")
+	b, err := os.ReadFile(kust)
+	require.NoError(t, err)
+	with := strings.Replace(string(b), "  - ../../components/nats-tls\n", "  - ../../components/nats-tls\n  - ../../components/nats-tls-cert-manager\n", 1)
+	require.NotEqual(t, string(b), with, "the eks overlay lists the nats-tls component")
+	require.NoError(t, os.WriteFile(kust, []byte(with), 0o644))
+	return filepath.Join(deploy, "overlays", "eks")
+}
+
 // setEnv rewrites KEY=VALUE lines of an env file.
 func setEnv(t *testing.T, path string, values map[string]string) {
 	t.Helper()
@@ -158,13 +172,7 @@ func TestEKSOverlayQueueAndServiceCIDR(t *testing.T) {
 // for every name deploy/ reaches NATS by: the clients' NATS_HOST and each route of the
 // StatefulSet; and it may serve and authenticate clients (routes are mutual TLS).
 func TestNATSCertificateCoversEveryName(t *testing.T) {
-	deploy := copyDeploy(t)
-	kust := filepath.Join(deploy, "overlays", "eks", "kustomization.yaml")
-	b, err := os.ReadFile(kust)
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(kust, []byte(strings.Replace(string(b), "  - ../../components/nats-tls\n",
-		"  - ../../components/nats-tls\n  - ../../components/nats-tls-cert-manager\n", 1)), 0o644))
-	m := render(t, filepath.Join(deploy, "overlays", "eks"))
+	m := render(t, eksWithCertManager(t))
 
 	var cert struct {
 		Metadata struct{ Namespace string }
