@@ -1,6 +1,7 @@
 # Fleetwright — every target does its own set-up on a fresh machine (Go is the only prerequisite).
 #   make demo   the whole local stack up, then the getting-started scale-up with timings
-#   make test   everything CI runs: generated-code check, unit, e2e (real control plane), fuzz
+#   make test   everything CI runs: generated-code checks, unit, e2e (real control plane), images, fuzz
+#   make help   every target, from the "## " comments below
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -euo pipefail -c
 .DEFAULT_GOAL := build
@@ -10,7 +11,7 @@ export GONOSUMDB := k8s.io/kubernetes,k8s.io/controller-manager
 
 SERVICES := pod-watcher scheduler launcher terminator
 PACKAGES := ./pkg/... ./proto/... $(foreach s,$(SERVICES),./services/$(s)/...) ./tools/...
-MODULES  := proto pkg tools $(foreach s,$(SERVICES),services/$(s)) tools/devtools
+MODULES  := proto pkg tools $(foreach s,$(SERVICES),services/$(s)) tools/devtools tools/imagebuild
 LOCAL    := .local
 BIN      := $(LOCAL)/bin
 # Code generators and linters, pinned in tools/devtools (a module outside go.work), built here.
@@ -18,12 +19,18 @@ DEVTOOLS := $(CURDIR)/$(LOCAL)/tools
 export PATH := $(DEVTOOLS):$(PATH)
 FUZZTIME ?= 15s
 TEST_TIMEOUT ?= 60m
+# Images: the version stamped into the binaries (pkg/service.Version) and the tag; the platforms.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+PLATFORMS ?= linux/amd64,linux/arm64
 
-.PHONY: build test unit fuzz lint tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean
+.PHONY: help build test unit fuzz images images-check lint tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean
 
-build: ## compile every module, services into bin/
+help: ## this list
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z][a-zA-Z0-9_-]*:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## compile every module; the services and the CLI (fleetwright, kubectl-fleetwright) into bin/
 	go build $(PACKAGES)
-	go build -o bin/ $(foreach s,$(SERVICES),./services/$(s))
+	go build -o bin/ $(foreach s,$(SERVICES),./services/$(s)) ./tools/fleetwright ./tools/kubectl-fleetwright
 
 cluster-bin: ## etcd, kube-*, kubectl and kwok built once into ~/.cache/fleetwright (progress shown)
 	go run ./tools/stack build
@@ -31,19 +38,29 @@ cluster-bin: ## etcd, kube-*, kubectl and kwok built once into ~/.cache/fleetwri
 # The services make up runs; a service joins the list once it does something.
 STACK_SERVICES ?= pod-watcher scheduler launcher terminator
 
-stack-bin:
+stack-bin: ## the stack's binaries (stack, awsemu, the services, nats-server) into .local/bin
 	@mkdir -p $(BIN)
 	@rm -f $(foreach s,$(SERVICES),$(BIN)/$(s))
 	go build -o $(BIN)/ ./tools/stack ./tools/awsemu/cmd/awsemu $(foreach s,$(STACK_SERVICES),./services/$(s))
 	go build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
 
-test: tidy-check proto-check crds-check cluster-bin unit fuzz ## what CI runs
+test: tidy-check proto-check crds-check cluster-bin unit images-check fuzz ## what CI runs: tidy and generated-code checks, unit and e2e tests, the images, fuzz
 
-unit:
+# The image builder (tools/imagebuild, a module outside go.work, go-containerregistry pinned there).
+$(DEVTOOLS)/imagebuild: tools/imagebuild/*.go tools/imagebuild/go.mod tools/imagebuild/go.sum
+	@GOWORK=off go -C tools/imagebuild build -o $(DEVTOOLS)/ .
+
+images: $(DEVTOOLS)/imagebuild ## the four services' images, multi-arch, no Docker: REGISTRY=host/path pushes them, else OCI archives in .local/images
+	imagebuild --root . --version $(VERSION) --platforms $(PLATFORMS) $(if $(REGISTRY),--registry $(REGISTRY),--oci-dir $(LOCAL)/images) $(SERVICES)
+
+images-check: ## build the images to OCI archives and run each one's binary (--help, --version)
+	GOWORK=off go -C tools/imagebuild test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+unit: ## every package's tests, unit and e2e (a real control plane, NATS in-process)
 	go test -count=1 -timeout $(TEST_TIMEOUT) $(PACKAGES)
 
 # Each fuzz target runs for a bounded time; the seed corpus already ran in `unit`.
-fuzz:
+fuzz: ## every Fuzz target for FUZZTIME (15s) each
 	@for spec in $$(grep -rl --include='*_test.go' -E '^func Fuzz[A-Za-z0-9_]+\(' pkg tools services | sort); do \
 	  dir=./$$(dirname $$spec); \
 	  for f in $$(grep -hoE '^func Fuzz[A-Za-z0-9_]+' $$spec | sed 's/^func //'); do \
@@ -104,17 +121,17 @@ crds-check: devtools ## fail if deploy/crds or the generated deepcopy are stale
 	  if ! cmp -s $$f $$tmp/dc/$$f; then cp $$tmp/dc/$$f $$f; echo "$$f is stale: run 'make crds' and commit the result"; exit 1; fi; done; \
 	echo "deploy/crds and deepcopy are up to date"
 
-up: stack-bin ## local stack: control plane + kwok + NATS, in the background
+up: stack-bin ## the local stack in the background: control plane, kwok, NATS, the AWS emulator and the four services (.local/env)
 	$(BIN)/stack up
 
-down:
+down: ## stop everything make up or make demo started
 	@if [ -x $(BIN)/stack ]; then $(BIN)/stack down; else echo "stack: not running"; fi
 
-status:
+status: ## what the local stack runs, and whether each part is ready
 	@if [ -x $(BIN)/stack ]; then $(BIN)/stack status; else echo "stack: not running"; fi
 
 demo: stack-bin ## up, then the getting-started scale-up
 	$(BIN)/stack demo
 
-clean: down
+clean: down ## make down, then remove bin/ and .local/
 	rm -rf bin $(LOCAL)

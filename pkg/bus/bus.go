@@ -7,6 +7,7 @@ package bus
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sort"
@@ -72,6 +73,9 @@ type TLSConfig struct {
 	CA   string
 	Cert string
 	Key  string
+	// ServerName is the name the server's certificate must be valid for, when it is not the
+	// URL's host (a port-forward to 127.0.0.1).
+	ServerName string
 }
 
 // Conn is a connection to NATS with JetStream. It is safe for concurrent use.
@@ -206,6 +210,15 @@ func (c *Conn) options(cfg Config, connected chan struct{}) []nats.Option {
 	}
 	if cfg.TLS.Cert != "" || cfg.TLS.Key != "" {
 		opts = append(opts, nats.ClientCert(cfg.TLS.Cert, cfg.TLS.Key))
+	}
+	if name := cfg.TLS.ServerName; name != "" {
+		opts = append(opts, func(o *nats.Options) error {
+			if o.TLSConfig == nil {
+				o.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			}
+			o.TLSConfig.ServerName, o.Secure = name, true
+			return nil
+		})
 	}
 	return opts
 }

@@ -48,16 +48,7 @@ var Version = "dev"
 
 // Common holds the flags every service takes.
 type Common struct {
-	NATSURL string
-	// NATSUser, with NATSPassword or the contents of NATSPasswordFile, logs in to NATS
-	// (nats.UserInfo). The password is never a flag: a flag's value shows in ps and in -h.
-	NATSUser         string
-	NATSPassword     string
-	NATSPasswordFile string
-	NATSCreds        string
-	NATSCA           string
-	NATSCert         string
-	NATSKey          string
+	NATSOptions
 	// NATSStreamReplicas is how many NATS servers hold each stream (bus.Config.StreamReplicas).
 	NATSStreamReplicas int
 	Prefix             string
@@ -67,19 +58,14 @@ type Common struct {
 	Kubeconfig      string
 	KubeQPS         float64
 	KubeBurst       int
+	// PrintVersion (--version) prints the version and ends the run before anything starts.
+	PrintVersion bool
 }
 
-// Register adds the common flags to fs, each defaulting to its environment variable.
+// Register adds the common flags to fs, each defaulting to its environment variable, and sets
+// fs's usage to the one every service prints (Usage: the version, the flags, the old names).
 func (c *Common) Register(fs *flag.FlagSet, defaultAdmin string) {
-	c.NATSURL = Env("NATS_URL", "nats://127.0.0.1:4222")
-	fs.Var(bus.URLFlag(&c.NATSURL), "nats-url", "NATS server `URL`(s), comma separated; shown with any password masked (env NATS_URL)")
-	fs.StringVar(&c.NATSUser, "nats-user", Env("NATS_USER", ""), "NATS user, whose password is in env NATS_PASSWORD or --nats-password-file (env NATS_USER)")
-	c.NATSPassword = os.Getenv("NATS_PASSWORD")
-	fs.StringVar(&c.NATSPasswordFile, "nats-password-file", Env("NATS_PASSWORD_FILE", ""), "file holding the NATS user's password, instead of env NATS_PASSWORD (env NATS_PASSWORD_FILE)")
-	fs.StringVar(&c.NATSCreds, "nats-creds", Env("NATS_CREDS", ""), "NATS credentials file (env NATS_CREDS)")
-	fs.StringVar(&c.NATSCA, "nats-ca", Env("NATS_CA", ""), "CA bundle to verify the NATS server (env NATS_CA)")
-	fs.StringVar(&c.NATSCert, "nats-cert", Env("NATS_CERT", ""), "client certificate for NATS (env NATS_CERT)")
-	fs.StringVar(&c.NATSKey, "nats-key", Env("NATS_KEY", ""), "client key for NATS (env NATS_KEY)")
+	c.RegisterNATS(fs, lookupEnv, "nats://127.0.0.1:4222")
 	fs.IntVar(&c.NATSStreamReplicas, "nats-stream-replicas", EnvInt("NATS_STREAM_REPLICAS", 1),
 		"servers holding each JetStream stream the service creates; never lowered on an existing stream (env NATS_STREAM_REPLICAS)")
 	fs.StringVar(&c.Prefix, "prefix", Env("FLEETWRIGHT_PREFIX", "fleetwright"), "subject prefix (env FLEETWRIGHT_PREFIX)")
@@ -87,28 +73,22 @@ func (c *Common) Register(fs *flag.FlagSet, defaultAdmin string) {
 	fs.BoolVar(&c.EnableProfiling, "enable-profiling", EnvBool("ENABLE_PROFILING", false),
 		"serve Go's profiles (net/http/pprof) under /debug/pprof/ on the admin port, as Karpenter's --enable-profiling (env ENABLE_PROFILING)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", Env("KUBECONFIG", ""), "kubeconfig path; empty means in-cluster (env KUBECONFIG)")
-	fs.Float64Var(&c.KubeQPS, "kube-qps", EnvFloat("KUBE_QPS", 200), "Kubernetes client QPS, as Karpenter's default (env KUBE_QPS)")
-	fs.IntVar(&c.KubeBurst, "kube-burst", EnvInt("KUBE_BURST", 300), "Kubernetes client burst, as Karpenter's default (env KUBE_BURST)")
+	fs.Float64Var(&c.KubeQPS, "kube-client-qps", EnvFloat("KUBE_CLIENT_QPS", 200), "Kubernetes client QPS, as Karpenter's setting and default (env KUBE_CLIENT_QPS)")
+	fs.IntVar(&c.KubeBurst, "kube-client-burst", EnvInt("KUBE_CLIENT_BURST", 300), "Kubernetes client burst, as Karpenter's setting and default (env KUBE_CLIENT_BURST)")
+	fs.BoolVar(&c.PrintVersion, "version", false, "print the version and exit")
+	fs.Usage = Usage(fs, fs.Name())
+}
+
+// Parse defines the old names of fs's flags (AddAliases) and parses args: the last step of a
+// service's flag parsing, once its own flags are defined.
+func (c *Common) Parse(fs *flag.FlagSet, args []string) error {
+	AddAliases(fs)
+	return fs.Parse(args)
 }
 
 // Validate checks the common flags.
 func (c Common) Validate() error {
-	errs := []error{EnvError()}
-	if c.NATSURL == "" {
-		errs = append(errs, errors.New("--nats-url is required"))
-	}
-	if c.NATSPassword != "" && c.NATSPasswordFile != "" {
-		errs = append(errs, errors.New("NATS_PASSWORD and --nats-password-file are both set: give the password once"))
-	}
-	if (c.NATSPassword != "" || c.NATSPasswordFile != "") && c.NATSUser == "" {
-		errs = append(errs, errors.New("a NATS password (NATS_PASSWORD or --nats-password-file) needs --nats-user (NATS_USER)"))
-	}
-	if c.NATSUser != "" && c.NATSCreds != "" {
-		errs = append(errs, errors.New("--nats-user and --nats-creds are two ways to log in to NATS: give one"))
-	}
-	if (c.NATSCert == "") != (c.NATSKey == "") {
-		errs = append(errs, errors.New("--nats-cert and --nats-key go together"))
-	}
+	errs := []error{EnvError(), c.ValidateNATS(), unsupportedSettingsError()}
 	if c.AdminAddr == "" {
 		errs = append(errs, errors.New("--admin-addr is required"))
 	}
@@ -171,6 +151,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		return nil, fmt.Errorf("starting admin server: %w", err)
 	}
 	rt.Log.Info().Str("admin", rt.Admin.Addr()).Bool("profiling", o.Common.EnableProfiling).Str("nats", bus.Redact(o.Common.NATSURL)).Msg("starting")
+	if old := OldNamesUsed(); len(old) > 0 {
+		rt.Log.Warn().Strs("old_names", old).Msg("settings given under their old names: they work, rename them")
+	}
 	if o.Kube {
 		cfg, err := clientcmd.BuildConfigFromFlags("", o.Common.Kubeconfig)
 		if err != nil {
@@ -199,12 +182,9 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 		rt.Events = rt.events.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "fleetwright-" + o.Name})
 	}
 	log := rt.Log
-	rt.Bus, err = bus.Connect(ctx, bus.Config{
-		URL: o.Common.NATSURL, User: o.Common.NATSUser, Password: o.Common.NATSPassword, PasswordFile: o.Common.NATSPasswordFile,
-		CredsFile: o.Common.NATSCreds, Name: "fleetwright-" + o.Name,
-		TLS:    bus.TLSConfig{CA: o.Common.NATSCA, Cert: o.Common.NATSCert, Key: o.Common.NATSKey},
-		Prefix: o.Common.Prefix, StreamReplicas: o.Common.NATSStreamReplicas, Logger: &log, Registerer: rt.Registry,
-	})
+	bc := o.Common.BusConfig()
+	bc.Name, bc.Prefix, bc.StreamReplicas, bc.Logger, bc.Registerer = "fleetwright-"+o.Name, o.Common.Prefix, o.Common.NATSStreamReplicas, &log, rt.Registry
+	rt.Bus, err = bus.Connect(ctx, bc)
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +250,10 @@ func (c Common) common() Common { return c }
 func Runner[C Config](name string, parse func([]string) (C, error), serve func(context.Context, C, *Runtime) error) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
 		cfg, err := parse(args)
+		if cfg.common().PrintVersion {
+			fmt.Println(name, VersionString())
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -296,9 +280,9 @@ func Main(name string, run func(ctx context.Context, args []string) error) {
 // CloseTimeout bounds a service's draining stop.
 const CloseTimeout = 30 * time.Second
 
-// Env returns the environment variable or a default.
+// Env returns the environment variable (or its old name's, RenamedEnv) or a default.
 func Env(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok && v != "" {
+	if v, ok := lookupEnv(key); ok {
 		return v
 	}
 	return def
@@ -330,7 +314,8 @@ var envErrors = struct {
 }{byKey: map[string]error{}}
 
 func envParse[T any](key string, def T, parse func(string) (T, error)) T {
-	raw := strings.TrimSpace(os.Getenv(key))
+	raw, _ := lookupEnv(key)
+	raw = strings.TrimSpace(raw)
 	envErrors.Lock()
 	defer envErrors.Unlock()
 	delete(envErrors.byKey, key)

@@ -29,7 +29,7 @@ func TestStartWiresAdminAndNATS(t *testing.T) {
 	srv := bustest.RunServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rt, err := Start(ctx, Options{Name: "pod-watcher", Common: Common{NATSURL: srv.ClientURL(), AdminAddr: "127.0.0.1:0", Prefix: "fleetwright"}})
+	rt, err := Start(ctx, Options{Name: "pod-watcher", Common: Common{NATSOptions: NATSOptions{NATSURL: srv.ClientURL()}, AdminAddr: "127.0.0.1:0", Prefix: "fleetwright"}})
 	require.NoError(t, err)
 	defer rt.Close(ctx)
 
@@ -154,7 +154,7 @@ func TestStartFailsClearlyWithoutNATSAndFreesTheAdminPort(t *testing.T) {
 	addr := probe.Addr().String()
 	probe.Shutdown()
 	probe.WaitForShutdown()
-	_, err := Start(ctx, Options{Name: "test", Common: Common{NATSURL: "nats://127.0.0.1:1", AdminAddr: addr}})
+	_, err := Start(ctx, Options{Name: "test", Common: Common{NATSOptions: NATSOptions{NATSURL: "nats://127.0.0.1:1"}, AdminAddr: addr}})
 	require.ErrorContains(t, err, "nats")
 	// The failed start released its admin port: a second start can bind it.
 	l, err := net.Listen("tcp", addr)
@@ -164,9 +164,9 @@ func TestStartFailsClearlyWithoutNATSAndFreesTheAdminPort(t *testing.T) {
 
 func TestValidateAndEnvFallback(t *testing.T) {
 	assert.ErrorContains(t, Common{AdminAddr: ":1"}.Validate(), "--nats-url is required")
-	assert.ErrorContains(t, Common{NATSURL: "x", AdminAddr: ":1", NATSCert: "c"}.Validate(), "--nats-cert and --nats-key go together")
-	assert.ErrorContains(t, Common{NATSURL: "x", AdminAddr: ":1", NATSUser: "u", NATSCreds: "c"}.Validate(), "two ways to log in")
-	assert.ErrorContains(t, Common{NATSURL: "x", AdminAddr: ":1", NATSPasswordFile: "f"}.Validate(), "needs --nats-user")
+	assert.ErrorContains(t, Common{NATSOptions: NATSOptions{NATSURL: "x", NATSCert: "c"}, AdminAddr: ":1"}.Validate(), "--nats-cert and --nats-key go together")
+	assert.ErrorContains(t, Common{NATSOptions: NATSOptions{NATSURL: "x", NATSUser: "u", NATSCreds: "c"}, AdminAddr: ":1"}.Validate(), "two ways to log in")
+	assert.ErrorContains(t, Common{NATSOptions: NATSOptions{NATSURL: "x", NATSPasswordFile: "f"}, AdminAddr: ":1"}.Validate(), "needs --nats-user")
 
 	t.Setenv("NATS_URL", "nats://from-env:4222")
 	t.Setenv("ADMIN_ADDR", "127.0.0.1:9999")
@@ -194,7 +194,7 @@ func TestValidateAndEnvFallback(t *testing.T) {
 func TestMalformedEnvironmentIsRefused(t *testing.T) {
 	t.Setenv("FW_TEST_GRACE", "20")
 	assert.Equal(t, time.Minute, EnvDuration("FW_TEST_GRACE", time.Minute))
-	valid := Common{NATSURL: "nats://x", AdminAddr: ":1"}
+	valid := Common{NATSOptions: NATSOptions{NATSURL: "nats://x"}, AdminAddr: ":1"}
 	assert.ErrorContains(t, valid.Validate(), `environment variable FW_TEST_GRACE="20" does not parse`)
 
 	t.Setenv("FW_TEST_GRACE", "20s")
@@ -218,7 +218,7 @@ func TestStreamReplicasSetting(t *testing.T) {
 	c.Register(fs, "127.0.0.1:0")
 	require.NoError(t, fs.Parse(nil))
 	assert.Equal(t, 3, c.NATSStreamReplicas)
-	bad := Common{NATSURL: "nats://x", AdminAddr: ":1", NATSStreamReplicas: 7}
+	bad := Common{NATSOptions: NATSOptions{NATSURL: "nats://x"}, AdminAddr: ":1", NATSStreamReplicas: 7}
 	assert.ErrorContains(t, bad.Validate(), "--nats-stream-replicas must be 1 to 5")
 
 	srvs := bustest.RunCluster(t, 3)
@@ -249,7 +249,7 @@ func TestStartWaitsForTheStreamsOthersCreate(t *testing.T) {
 	}
 	done := make(chan started, 1)
 	go func() {
-		rt, err := Start(ctx, Options{Name: subject.Terminator, Common: Common{NATSURL: srv.ClientURL(), AdminAddr: admin, Prefix: "fleetwright"}})
+		rt, err := Start(ctx, Options{Name: subject.Terminator, Common: Common{NATSOptions: NATSOptions{NATSURL: srv.ClientURL()}, AdminAddr: admin, Prefix: "fleetwright"}})
 		done <- started{rt, err}
 	}()
 	get := func(path string) (int, string) {

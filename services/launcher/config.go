@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/fleetwright/fleetwright/pkg/service"
@@ -36,34 +37,38 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.ClusterEndpoint, "cluster-endpoint", service.Env("CLUSTER_ENDPOINT", ""), "API server URL nodes join (env CLUSTER_ENDPOINT)")
 	fs.StringVar(&c.ClusterCAFile, "cluster-ca-file", service.Env("CLUSTER_CA_FILE", ""), "PEM CA bundle nodes trust for the API server (env CLUSTER_CA_FILE)")
 	fs.StringVar(&c.ClusterDNS, "cluster-dns", service.Env("CLUSTER_DNS", ""), "cluster DNS IP for the kubelet (env CLUSTER_DNS)")
-	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", service.Env("CLUSTER_CIDR", "10.100.0.0/16"), "service CIDR, for AL2023 nodeadm (env CLUSTER_CIDR)")
+	fs.StringVar(&c.ClusterCIDR, "cluster-cidr", service.Env("CLUSTER_CIDR", ""),
+		"the cluster's service CIDR, from which AL2023's nodeadm derives the cluster DNS address; empty: read from EKS DescribeCluster, and no start if it cannot be (env CLUSTER_CIDR)")
 	fs.StringVar(&c.Region, "region", service.Env("AWS_REGION", "us-east-1"), "AWS region (env AWS_REGION)")
-	fs.IntVar(&c.Workers, "workers", service.EnvInt("LAUNCH_WORKERS", 4), "launches in flight per replica (env LAUNCH_WORKERS)")
+	fs.IntVar(&c.Workers, "launch-workers", service.EnvInt("LAUNCH_WORKERS", 4), "launches in flight per replica (env LAUNCH_WORKERS)")
 	fs.DurationVar(&c.CatalogRefresh, "catalog-refresh", service.EnvDuration("CATALOG_REFRESH", 5*time.Minute), "how often to republish the instance catalog (env CATALOG_REFRESH)")
 	fs.DurationVar(&c.StatusInterval, "status-interval", service.EnvDuration("STATUS_INTERVAL", 30*time.Second),
 		"EC2NodeClass and NodePool statuses, their hash annotations, NodeClaims' Drifted conditions and v1alpha5 adoption are brought up to date on every change of what they read; "+
 			"this is how often they also are regardless, for what no watch announces (what a class's terms resolve to in EC2) (env STATUS_INTERVAL)")
 	fs.DurationVar(&c.RegistrationResync, "registration-resync", service.EnvDuration("REGISTRATION_RESYNC", 10*time.Second),
 		"registration runs on every Node and NodeClaim change; this is how often it also runs regardless, as a safety net (env REGISTRATION_RESYNC)")
-	fs.DurationVar(&c.TemplateGC, "template-gc-interval", service.EnvDuration("LAUNCH_TEMPLATE_GC_INTERVAL", 5*time.Minute),
+	fs.DurationVar(&c.TemplateGC, "launch-template-gc-interval", service.EnvDuration("LAUNCH_TEMPLATE_GC_INTERVAL", 5*time.Minute),
 		"how often launch templates and instance profiles of node classes that no longer exist are deleted (env LAUNCH_TEMPLATE_GC_INTERVAL)")
 	fs.DurationVar(&c.ResolverTTL, "resolver-ttl", service.EnvDuration("RESOLVER_TTL", time.Minute), "cache time for subnets, security groups, AMIs and launch templates (env RESOLVER_TTL)")
 	fs.DurationVar(&c.UnavailableTTL, "unavailable-ttl", service.EnvDuration("UNAVAILABLE_TTL", 3*time.Minute), "how long an offering out of capacity is avoided (env UNAVAILABLE_TTL)")
 	fs.BoolVar(&c.SpotPriceModelled, "spot-price-modelled", service.Env("SPOT_PRICE_MODELLED", "") == "true", "mark spot prices as modelled in the catalog (the AWS emulator's are) (env SPOT_PRICE_MODELLED)")
 	fs.StringVar(&c.DefaultInstanceProfile, "default-instance-profile", service.Env("DEFAULT_INSTANCE_PROFILE", "KarpenterNodeInstanceProfile-"+service.Env("CLUSTER_NAME", "demo-cluster")),
 		"instance profile for v1alpha1 AWSNodeTemplates that name none, as aws.defaultInstanceProfile did (env DEFAULT_INSTANCE_PROFILE)")
-	if err := fs.Parse(args); err != nil {
+	if err := c.Parse(fs, args); err != nil {
 		return c, err
 	}
 	var errs []error
 	if c.ClusterName == "" {
 		errs = append(errs, errors.New("--cluster-name is required"))
 	}
+	if _, err := netip.ParsePrefix(c.ClusterCIDR); c.ClusterCIDR != "" && err != nil {
+		errs = append(errs, fmt.Errorf("--cluster-cidr %q is not a CIDR: %w", c.ClusterCIDR, err))
+	}
 	if c.Workers < 1 {
-		errs = append(errs, errors.New("--workers must be at least 1"))
+		errs = append(errs, errors.New("--launch-workers must be at least 1"))
 	}
 	for name, d := range map[string]time.Duration{"--registration-resync": c.RegistrationResync, "--status-interval": c.StatusInterval,
-		"--template-gc-interval": c.TemplateGC, "--catalog-refresh": c.CatalogRefresh} {
+		"--launch-template-gc-interval": c.TemplateGC, "--catalog-refresh": c.CatalogRefresh} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
 		}

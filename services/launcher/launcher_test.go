@@ -66,6 +66,13 @@ func start(t *testing.T, extra ...string) *env { return startWith(t, nil, extra.
 // first call on).
 func startWith(t *testing.T, before func(*awsemu.Emulator), extra ...string) *env {
 	t.Helper()
+	return startEmulated(t, nil, before, extra...)
+}
+
+// startEmulated is startWith with the emulator's configuration changed first (what its EKS
+// cluster reports, say).
+func startEmulated(t *testing.T, configure func(*awsemu.Config), before func(*awsemu.Emulator), extra ...string) *env {
+	t.Helper()
 	c := e2e.Cluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	t.Cleanup(cancel)
@@ -80,6 +87,9 @@ func startWith(t *testing.T, before func(*awsemu.Emulator), extra ...string) *en
 	require.NoError(t, err)
 	go reg.Run(ctx)
 	cfg.Registrar = reg
+	if configure != nil {
+		configure(&cfg)
+	}
 	emu, err := awsemu.New(cfg)
 	require.NoError(t, err)
 	if before != nil {
@@ -88,7 +98,7 @@ func startWith(t *testing.T, before func(*awsemu.Emulator), extra ...string) *en
 	go emu.Run(ctx)
 	srv := httptest.NewServer(emu)
 	t.Cleanup(srv.Close)
-	for k, v := range map[string]string{"AWS_ENDPOINT_URL_EC2": srv.URL, "AWS_ENDPOINT_URL_IAM": srv.URL, "AWS_ENDPOINT_URL_SSM": srv.URL, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
+	for k, v := range map[string]string{"AWS_ENDPOINT_URL_EC2": srv.URL, "AWS_ENDPOINT_URL_IAM": srv.URL, "AWS_ENDPOINT_URL_SSM": srv.URL, "AWS_ENDPOINT_URL_EKS": srv.URL, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
 		"AWS_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"} {
 		t.Setenv(k, v)
 	}

@@ -9,6 +9,7 @@ import (
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"golang.org/x/sync/errgroup"
@@ -34,6 +35,11 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	// SSM answers AMI aliases and ssmParameter terms; its endpoint, like EC2's, comes from the
 	// SDK's configuration (AWS_ENDPOINT_URL_SSM for the emulator).
 	ssmAPI := ssm.NewFromConfig(awsCfg)
+	var source string
+	if cfg.ClusterCIDR, source, err = resolveClusterCIDR(ctx, eks.NewFromConfig(awsCfg), cfg); err != nil {
+		return err
+	}
+	rt.Log.Info().Str("cluster_cidr", cfg.ClusterCIDR).Str("from", source).Msg("the cluster's service CIDR")
 	version, err := rt.Kube.Discovery().ServerVersion()
 	if err != nil {
 		return fmt.Errorf("reading the cluster's Kubernetes version: %w", err)

@@ -57,8 +57,8 @@ func parseConfig(args []string) (config, error) {
 	fs := flag.NewFlagSet("scheduler", flag.ContinueOnError)
 	c.Register(fs, "127.0.0.1:8082")
 	host, _ := os.Hostname()
-	fs.StringVar(&c.Namespace, "namespace", service.Env("POD_NAMESPACE", "fleetwright"), "namespace of the leader-election Lease (env POD_NAMESPACE)")
-	fs.StringVar(&c.Identity, "identity", service.Env("POD_NAME", host), "this replica's name as Lease holder (env POD_NAME)")
+	fs.StringVar(&c.Namespace, "pod-namespace", service.Env("POD_NAMESPACE", "fleetwright"), "namespace of the leader-election Lease (env POD_NAMESPACE)")
+	fs.StringVar(&c.Identity, "pod-name", service.Env("POD_NAME", host), "this replica's name as Lease holder (env POD_NAME)")
 	fs.DurationVar(&c.LeaseDuration, "lease-duration", service.EnvDuration("LEASE_DURATION", 8*time.Second), "how long a standby waits before taking over a lease that is not renewed (env LEASE_DURATION)")
 	fs.DurationVar(&c.RenewDeadline, "renew-deadline", service.EnvDuration("RENEW_DEADLINE", 6*time.Second), "how long the leader keeps trying to renew before it steps down (env RENEW_DEADLINE)")
 	fs.DurationVar(&c.RetryPeriod, "retry-period", service.EnvDuration("RETRY_PERIOD", time.Second), "how often leader election is retried (env RETRY_PERIOD)")
@@ -70,7 +70,7 @@ func parseConfig(args []string) (config, error) {
 		"how long the handling of one pending-pod batch may take before it is given up and retried; a batch of thousands of pods takes minutes at the client's QPS (env BATCH_TIMEOUT)")
 	c.Nomination.RegisterFlags(fs, service.EnvDuration)
 	c.LaunchLoop.RegisterFlags(fs, service.EnvInt, service.EnvDuration)
-	fs.DurationVar(&c.NominationCheck, "nomination-check", service.EnvDuration("NOMINATION_CHECK_INTERVAL", 2*time.Second),
+	fs.DurationVar(&c.NominationCheck, "nomination-check-interval", service.EnvDuration("NOMINATION_CHECK_INTERVAL", 2*time.Second),
 		"how often the leader ends the nominations of pods a ready node has no room left for (env NOMINATION_CHECK_INTERVAL)")
 	fs.Float64Var(&c.VMMemoryOverhead, "vm-memory-overhead-percent", service.EnvFloat("VM_MEMORY_OVERHEAD_PERCENT", scheduling.VMMemoryOverhead),
 		"share of an instance's memory the hypervisor and kernel keep, as a fraction: 0.075 is 7.5% (env VM_MEMORY_OVERHEAD_PERCENT)")
@@ -85,18 +85,18 @@ func parseConfig(args []string) (config, error) {
 		"how long an emptiness or consolidation decision waits to be validated again on the cluster as it is then before it is acted on; 0 acts at once (env CONSOLIDATION_VALIDATION)")
 	fs.StringVar(&c.FeatureGates, "feature-gates", service.Env("FEATURE_GATES", ""),
 		"Karpenter's feature gates, e.g. SpotToSpotConsolidation=true (env FEATURE_GATES)")
-	if err := fs.Parse(args); err != nil {
+	if err := c.Parse(fs, args); err != nil {
 		return c, err
 	}
 	var errs []error
 	if c.Namespace == "" || c.Identity == "" {
-		errs = append(errs, errors.New("--namespace and --identity are required"))
+		errs = append(errs, errors.New("--pod-namespace and --pod-name are required"))
 	}
 	if c.LeaseDuration <= c.RenewDeadline || c.RenewDeadline <= c.RetryPeriod || c.RetryPeriod <= 0 {
 		errs = append(errs, errors.New("need --lease-duration > --renew-deadline > --retry-period > 0"))
 	}
 	if c.Reconcile <= 0 || c.NominationCheck <= 0 || c.BatchTimeout <= 0 {
-		errs = append(errs, errors.New("--reconcile-interval, --nomination-check and --batch-timeout must be positive"))
+		errs = append(errs, errors.New("--reconcile-interval, --nomination-check-interval and --batch-timeout must be positive"))
 	}
 	if err := c.Nomination.Validate(); err != nil {
 		errs = append(errs, err)

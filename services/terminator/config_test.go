@@ -17,5 +17,5 @@ func TestUrgentWorkersFlag(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, c.UrgentWorkers)
 	_, err = parseConfig([]string{"--cluster-name", "demo", "--urgent-workers", "0"})
-	assert.ErrorContains(t, err, "--urgent-workers must be at least 1")
+	assert.ErrorContains(t, err, "--urgent-termination-workers must be at least 1")
 }

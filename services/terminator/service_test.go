@@ -79,7 +79,7 @@ func (e *env) handled(seq uint64) {
 // queueDrained waits until the interruption queue holds no message, visible or in flight.
 func (e *env) queueDrained() {
 	e.t.Helper()
-	url, err := e.sqs.GetQueueUrl(e.ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-cluster")})
+	url, err := e.sqs.GetQueueUrl(e.ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("fleetwright-demo-cluster")})
 	require.NoError(e.t, err)
 	require.Eventually(e.t, func() bool {
 		out, err := e.sqs.GetQueueAttributes(e.ctx, &sqs.GetQueueAttributesInput{QueueUrl: url.QueueUrl,
@@ -130,7 +130,7 @@ func TestRebalanceRecordedAndMalformedSkipped(t *testing.T) {
 	inst := e.launch(ec2types.DefaultTargetCapacityTypeSpot)
 	e.claim("rebalance-a", inst, "")
 	e.run()
-	url, err := e.sqs.GetQueueUrl(e.ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-cluster")})
+	url, err := e.sqs.GetQueueUrl(e.ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("fleetwright-demo-cluster")})
 	require.NoError(t, err)
 	_, err = e.sqs.SendMessage(e.ctx, &sqs.SendMessageInput{QueueUrl: url.QueueUrl, MessageBody: aws.String(`{"version":"0","detail-type":`)})
 	require.NoError(t, err)

@@ -3,6 +3,7 @@ package awsemu
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -16,8 +17,16 @@ type Config struct {
 	AccountID   string   // default 123456789012
 	ClusterName string   // discovery tag value karpenter.sh/discovery=<ClusterName>; default demo-cluster
 
+	// ServiceCIDR is the cluster's service CIDR EKS DescribeCluster reports
+	// (kubernetesNetworkConfig.serviceIpv4Cidr, serviceIpv6Cidr for an IPv6 prefix); default
+	// 10.100.0.0/16, EKS's own default. ClusterEndpoint is its API server URL there; default an
+	// EKS-looking one.
+	ServiceCIDR     string
+	ClusterEndpoint string
+
 	// InterruptionQueue is the SQS queue created at start that receives interruption events;
-	// default the cluster name, as in Karpenter's getting-started guide.
+	// default fleetwright-<ClusterName>, as deploy/aws/fleetwright.yaml names it (Karpenter's
+	// stack names its queue after the cluster: a migration runs both).
 	InterruptionQueue string
 
 	// Roles are the IAM roles that exist at start (and after Reset); nil means
@@ -77,8 +86,11 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ClusterName == "" {
 		c.ClusterName = "demo-cluster"
 	}
+	if c.ServiceCIDR == "" {
+		c.ServiceCIDR = "10.100.0.0/16"
+	}
 	if c.InterruptionQueue == "" {
-		c.InterruptionQueue = c.ClusterName
+		c.InterruptionQueue = "fleetwright-" + c.ClusterName
 	}
 	if c.InstanceProfiles == nil {
 		c.InstanceProfiles = map[string]string{"KarpenterNodeInstanceProfile-" + c.ClusterName: "KarpenterNodeRole-" + c.ClusterName}
@@ -120,6 +132,9 @@ func (c Config) withDefaults() (Config, error) {
 		if !strings.HasPrefix(z, c.Region) || len(z) <= len(c.Region) {
 			errs = append(errs, fmt.Errorf("zone %q is not in region %q", z, c.Region))
 		}
+	}
+	if _, err := netip.ParsePrefix(c.ServiceCIDR); err != nil {
+		errs = append(errs, fmt.Errorf("service CIDR %q: %w", c.ServiceCIDR, err))
 	}
 	if len(c.AccountID) != 12 {
 		errs = append(errs, fmt.Errorf("account id %q is not 12 digits", c.AccountID))

@@ -104,8 +104,8 @@ func (e *Emulator) Run(ctx context.Context) {
 }
 
 // ServeHTTP dispatches by path and protocol: /_emu/ is the admin API, X-Amz-Target
-// AmazonSQS.* is SQS, AmazonSSM.* is SSM, a request signed for the service iam is IAM, any other
-// POST is EC2.
+// AmazonSQS.* is SQS, AmazonSSM.* is SSM, a request signed for the service iam is IAM, one
+// signed for eks is EKS (eks.go), any other POST is EC2.
 func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := e.newRequestID()
 	defer func() {
@@ -125,6 +125,8 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.serveSSM(w, r)
 	case sigV4Service(r) == "iam":
 		e.serveIAM(w, r, reqID)
+	case sigV4Service(r) == "eks":
+		e.serveEKS(w, r)
 	default:
 		e.serveEC2(w, r, reqID)
 	}

@@ -100,7 +100,7 @@ func TestSQSVisibilityRedeliveryAndDelete(t *testing.T) {
 func TestSQSLongPolling(t *testing.T) {
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	q := e.queueURL(t, "demo-cluster")
+	q := e.queueURL(t, "fleetwright-demo-cluster")
 	got := make(chan []sqstypes.Message, 1)
 	go func() {
 		out, err := e.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q), WaitTimeSeconds: 20, MaxNumberOfMessages: 1})
@@ -113,7 +113,7 @@ func TestSQSLongPolling(t *testing.T) {
 	require.Eventually(t, func() bool {
 		e.emu.mu.Lock()
 		defer e.emu.mu.Unlock()
-		return e.emu.queues["demo-cluster"].waiting > 0
+		return e.emu.queues["fleetwright-demo-cluster"].waiting > 0
 	}, 10*time.Second, 5*time.Millisecond, "the long poll is waiting")
 	_, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String("late")})
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestInterruptionEventShapes(t *testing.T) {
 	id := ids[0]
 	zone := e.instance(t, id).Zone
 	e.clock.Advance(2 * time.Second)
-	q := e.queueURL(t, "demo-cluster")
+	q := e.queueURL(t, "fleetwright-demo-cluster")
 
 	tests := []struct {
 		in         Interruption

@@ -65,6 +65,9 @@ func policyStatements(t *testing.T, doc any) []statement {
 	m, ok := doc.(map[string]any)
 	require.True(t, ok, "policy document is a Fn::Sub string")
 	text, ok := m["Fn::Sub"].(string)
+	if list, isList := m["Fn::Sub"].([]any); isList && len(list) == 2 {
+		text, ok = list[0].(string) // Fn::Sub [text, variables]
+	}
 	require.True(t, ok, "policy document is a Fn::Sub string")
 	var pd struct {
 		Version   string
@@ -83,14 +86,33 @@ func loadTemplate(t *testing.T) template {
 	return tpl
 }
 
-// rolePolicy returns the statements of a role's one inline policy.
+// rolePolicy returns the statements of a role's one inline policy, after checking its trust:
+// IRSA (when the stack has an OIDC provider) and EKS Pod Identity, each for the role's own
+// ServiceAccount only.
 func rolePolicy(t *testing.T, tpl template, logical string) []statement {
 	r, ok := tpl.Resources[logical]
 	require.True(t, ok, "template has %s", logical)
 	require.Equal(t, "AWS::IAM::Role", r.Type)
-	trust := policyStatements(t, r.Properties["AssumeRolePolicyDocument"])
-	require.Len(t, trust, 1)
-	require.Equal(t, []string{"sts:AssumeRoleWithWebIdentity"}, trust[0].Actions, "IRSA only")
+	sa := strings.ToLower(strings.TrimSuffix(logical, "Role"))
+	branches := r.Properties["AssumeRolePolicyDocument"].(map[string]any)["Fn::If"].([]any)
+	require.Equal(t, "UseIRSA", branches[0])
+	withIRSA, podIdentityOnly := policyStatements(t, branches[1]), policyStatements(t, branches[2])
+	require.Len(t, withIRSA, 2)
+	require.Len(t, podIdentityOnly, 1)
+	for _, s := range append(withIRSA, podIdentityOnly...) {
+		switch s.Sid {
+		case "IRSA":
+			require.Equal(t, []string{"sts:AssumeRoleWithWebIdentity"}, s.Actions)
+			require.Equal(t, "system:serviceaccount:${Namespace}:"+sa, s.Condition["StringEquals"]["${OIDCProvider}:sub"], "%s: its ServiceAccount only", logical)
+		case "EKSPodIdentity":
+			require.Equal(t, []string{"sts:AssumeRole", "sts:TagSession"}, s.Actions)
+			require.Equal(t, sa, s.Condition["StringEquals"]["aws:RequestTag/kubernetes-service-account"], "%s: its ServiceAccount only", logical)
+			require.Equal(t, "${Namespace}", s.Condition["StringEquals"]["aws:RequestTag/kubernetes-namespace"])
+			require.Equal(t, "arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}", s.Condition["ArnEquals"]["aws:SourceArn"], "%s: this cluster's pods only", logical)
+		default:
+			t.Fatalf("%s: unexpected trust statement %q", logical, s.Sid)
+		}
+	}
 	policies := r.Properties["Policies"].([]any)
 	require.Len(t, policies, 1)
 	return policyStatements(t, policies[0].(map[string]any)["PolicyDocument"])
@@ -125,7 +147,8 @@ func TestIAMPolicies(t *testing.T) {
 		"ec2:DeleteLaunchTemplate", "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups", "ec2:DescribeImages",
 		"ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory", "ec2:DescribeInstances",
 		"ec2:CreateTags", "iam:PassRole", "iam:GetInstanceProfile", "iam:ListInstanceProfiles", "iam:CreateInstanceProfile",
-		"iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile", "ssm:GetParameter"})
+		"iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile", "ssm:GetParameter",
+		"eks:DescribeCluster"})
 	require.NotContains(t, actions(launcher), "ec2:TerminateInstances", "the launcher launches; the terminator terminates")
 	require.ElementsMatch(t, []string{"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:GetQueueAttributes",
 		"ec2:DescribeInstances", "ec2:TerminateInstances"}, actions(terminator))
@@ -177,8 +200,12 @@ func TestIAMPolicies(t *testing.T) {
 					"arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter/${AMIParameterPath}"}, s.Resources,
 					"%s reads AWS's public AMI parameters and the account's under AMIParameterPath only", name)
 			}
+			if contains(s.Actions, "eks:DescribeCluster") {
+				require.Equal(t, []string{"arn:${AWS::Partition}:eks:${AWS::Region}:${AWS::AccountId}:cluster/${ClusterName}"}, s.Resources,
+					"%s describes this cluster only (its service CIDR)", name)
+			}
 			if strings.HasPrefix(s.Actions[0], "sqs:") {
-				require.Equal(t, []string{"arn:${AWS::Partition}:sqs:${AWS::Region}:${AWS::AccountId}:${ClusterName}"}, s.Resources, "its queue only")
+				require.Equal(t, []string{"${InterruptionQueueArn}"}, s.Resources, "its queue only (TestQueueNameBesideKarpenter resolves it)")
 			}
 			for _, r := range s.Resources {
 				if r == "*" {

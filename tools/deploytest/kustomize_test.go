@@ -64,18 +64,14 @@ func field(t testing.TB, n *yaml.RNode, path ...string) string {
 	return strings.TrimSpace(s)
 }
 
-// TestOverlaysRender renders every overlay and checks what each must hold: the CRDs, NATS with
-// three replicas, and per service a Deployment with probes on the admin port, limits, a
+// TestOverlaysRender renders every overlay and checks what each must hold — NATS with three
+// replicas, and per service a Deployment with probes on the admin port, limits, a
 // read-only non-root container kept off managed nodes, its ServiceAccount, RBAC, metrics
 // Service and PodDisruptionBudget.
 func TestOverlaysRender(t *testing.T) {
 	for _, o := range overlays(t) {
 		t.Run(o, func(t *testing.T) {
 			m := render(t, filepath.Join(root(t), "deploy", "overlays", o))
-			for _, crd := range []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws",
-				"provisioners.karpenter.sh", "awsnodetemplates.karpenter.k8s.aws"} {
-				find(t, m, "CustomResourceDefinition", crd)
-			}
 			nats := find(t, m, "StatefulSet", "nats")
 			require.Equal(t, "3", field(t, nats, "spec", "replicas"))
 			require.Equal(t, "fleetwright", field(t, nats, "metadata", "namespace"))
@@ -102,6 +98,22 @@ func TestOverlaysRender(t *testing.T) {
 	}
 }
 
+// TestCRDsAreTheirOwnStep: deploy/crds holds Karpenter's five CRDs, and no overlay holds any,
+// so deleting an overlay (kubectl delete -k) never deletes a CRD, and with it every NodeClaim.
+func TestCRDsAreTheirOwnStep(t *testing.T) {
+	m := render(t, filepath.Join(root(t), "deploy", "crds"))
+	for _, crd := range []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws",
+		"provisioners.karpenter.sh", "awsnodetemplates.karpenter.k8s.aws"} {
+		find(t, m, "CustomResourceDefinition", crd)
+	}
+	require.Len(t, m.Resources(), 5)
+	for _, o := range overlays(t) {
+		for _, r := range render(t, filepath.Join(root(t), "deploy", "overlays", o)).Resources() {
+			require.NotEqual(t, "CustomResourceDefinition", r.GetKind(), "overlay %s holds %s", o, r.GetName())
+		}
+	}
+}
+
 // TestEKSOverlaySettings: IRSA roles for the two services that call AWS only, and the cluster
 // settings from settings.env.
 func TestEKSOverlaySettings(t *testing.T) {
@@ -122,7 +134,7 @@ func TestEKSOverlaySettings(t *testing.T) {
 	}
 	require.NotNil(t, settings)
 	require.Equal(t, "my-cluster", field(t, settings, "data", "CLUSTER_NAME"))
-	require.Equal(t, "my-cluster", field(t, settings, "data", "INTERRUPTION_QUEUE"))
+	require.Equal(t, "fleetwright-my-cluster", field(t, settings, "data", "INTERRUPTION_QUEUE"))
 	require.Contains(t, field(t, settings, "data", "CLUSTER_ENDPOINT"), "eks.amazonaws.com")
 	require.Equal(t, "tls", field(t, settings, "data", "NATS_SCHEME"))
 	natsConfig := ""

@@ -146,7 +146,7 @@ func NewStackWith(t testing.TB, opt Options) *Stack {
 	s.EmuURL = "http://" + emuAddr
 	s.Emu = emuclient.New(s.EmuURL)
 	emu := Start(t, "awsemu", Build(t, "./tools/awsemu/cmd/awsemu"), []string{"--listen", emuAddr, "--kubeconfig", c.Kubeconfig,
-		"--cluster-name", "demo-cluster", "--boot-delay", opt.BootDelay.String()}, nil)
+		"--cluster-name", "demo-cluster", "--boot-delay", opt.BootDelay.String(), "--service-cidr", localcluster.ServiceCIDR}, nil)
 	s.services["awsemu"] = emu
 	s.waitHealthy("awsemu", func(ctx context.Context) error { return s.Emu.Healthy(ctx) })
 	// Each service creates only the streams it owns and waits, not ready, for the others it
@@ -272,11 +272,12 @@ func (s *Stack) StartReplica(name string, o ReplicaOptions) *Service {
 	case "launcher":
 		args = append(args, "--cluster-name", "demo-cluster", "--spot-price-modelled")
 	case "terminator":
-		args = append(args, "--cluster-name", "demo-cluster", "--interval", "1s", "--sqs-wait", "2s",
+		args = append(args, "--cluster-name", "demo-cluster", "--decision-interval", "1s", "--sqs-wait", "2s",
 			"--gc-grace", "30s", "--gc-interval", "5s")
 	}
 	args = append(args, s.opt.ServiceArgs[name]...)
-	env := []string{"AWS_ENDPOINT_URL_EC2=" + s.EmuURL, "AWS_ENDPOINT_URL_SQS=" + s.EmuURL, "AWS_ENDPOINT_URL_IAM=" + s.EmuURL, "AWS_ENDPOINT_URL_SSM=" + s.EmuURL, "AWS_REGION=us-east-1",
+	env := []string{"AWS_ENDPOINT_URL_EC2=" + s.EmuURL, "AWS_ENDPOINT_URL_SQS=" + s.EmuURL, "AWS_ENDPOINT_URL_IAM=" + s.EmuURL, "AWS_ENDPOINT_URL_SSM=" + s.EmuURL,
+		"AWS_ENDPOINT_URL_EKS=" + s.EmuURL, "AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x", "AWS_EC2_METADATA_DISABLED=true",
 		// A restarted service is its pod's container restarting: the same pod name, so a
 		// scheduler that comes back holds its Lease again at once.

@@ -31,6 +31,11 @@ import (
 	"github.com/fleetwright/fleetwright/tools/proc"
 )
 
+// ServiceCIDR is the control plane's service range (kube-apiserver --service-cluster-ip-range):
+// what EKS DescribeCluster would report as the cluster's serviceIpv4Cidr, so the stacks start the
+// AWS emulator with it and the launcher discovers it as on EKS.
+const ServiceCIDR = "10.0.0.0/24"
+
 // SchedulerQPS is kube-scheduler's client QPS (burst twice that).
 const SchedulerQPS = 500
 
@@ -184,7 +189,7 @@ func (c *Cluster) startAPIServer(ctx context.Context, etcdPort, port int) (strin
 		"--service-account-signing-key-file", saKey,
 		"--token-auth-file", tokenFile,
 		"--authorization-mode", "RBAC",
-		"--service-cluster-ip-range", "10.0.0.0/24",
+		"--service-cluster-ip-range", ServiceCIDR,
 		"--allow-privileged",
 		"--disable-admission-plugins", "ServiceAccount",
 		"--v", "1",

@@ -112,7 +112,7 @@ func startOwnStack(ctx context.Context, root, dir string, out io.Writer) (_ *own
 	}
 	s.emuURL = "http://" + emuAddr
 	if err := s.start(ctx, "awsemu", []string{"--listen", emuAddr, "--kubeconfig", s.cluster.Kubeconfig,
-		"--cluster-name", "demo-cluster", "--region", "us-east-1", "--boot-delay", "0s"}, s.emuURL+"/_emu/healthz"); err != nil {
+		"--cluster-name", "demo-cluster", "--region", "us-east-1", "--boot-delay", "0s", "--service-cidr", localcluster.ServiceCIDR}, s.emuURL+"/_emu/healthz"); err != nil {
 		return nil, err
 	}
 	for _, name := range services {
@@ -143,7 +143,7 @@ func (s *ownStack) startService(ctx context.Context, name string) error {
 	case "launcher":
 		args = append(args, "--cluster-name", "demo-cluster", "--cluster-endpoint", s.cluster.Server, "--spot-price-modelled")
 	case "terminator":
-		args = append(args, "--cluster-name", "demo-cluster", "--interval", "1s", "--sqs-wait", "2s",
+		args = append(args, "--cluster-name", "demo-cluster", "--decision-interval", "1s", "--sqs-wait", "2s",
 			"--gc-grace", ownGCGrace.String(), "--gc-interval", ownGCInterval.String())
 	}
 	return s.start(ctx, name, args, "http://"+admin+"/readyz")
@@ -152,7 +152,7 @@ func (s *ownStack) startService(ctx context.Context, name string) error {
 func (s *ownStack) start(ctx context.Context, name string, args []string, health string) error {
 	env := []string{
 		"AWS_ENDPOINT_URL_EC2=" + s.emuURL, "AWS_ENDPOINT_URL_SQS=" + s.emuURL, "AWS_ENDPOINT_URL_IAM=" + s.emuURL,
-		"AWS_ENDPOINT_URL_SSM=" + s.emuURL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=soak", "AWS_SECRET_ACCESS_KEY=soak",
+		"AWS_ENDPOINT_URL_SSM=" + s.emuURL, "AWS_ENDPOINT_URL_EKS=" + s.emuURL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=soak", "AWS_SECRET_ACCESS_KEY=soak",
 		"AWS_EC2_METADATA_DISABLED=true",
 		// A restarted service is its pod's container restarting: the same pod name, so a
 		// scheduler that comes back holds its Lease again at once.

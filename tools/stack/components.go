@@ -36,6 +36,7 @@ func awsEnv() []string {
 		"AWS_ENDPOINT_URL_SQS=http://" + awsemuAddr,
 		"AWS_ENDPOINT_URL_IAM=http://" + awsemuAddr,
 		"AWS_ENDPOINT_URL_SSM=http://" + awsemuAddr,
+		"AWS_ENDPOINT_URL_EKS=http://" + awsemuAddr,
 		"AWS_REGION=" + awsRegion,
 		"AWS_ACCESS_KEY_ID=fleetwright-local",
 		"AWS_SECRET_ACCESS_KEY=fleetwright-local",
@@ -49,7 +50,7 @@ func components(cfg config, cluster *localcluster.Cluster) []component {
 	out := []component{{
 		name: "awsemu",
 		args: []string{"--listen", awsemuAddr, "--kubeconfig", cluster.Kubeconfig, "--cluster-name", clusterName,
-			"--region", awsRegion, "--boot-delay", cfg.bootDelay.String()},
+			"--region", awsRegion, "--boot-delay", cfg.bootDelay.String(), "--service-cidr", localcluster.ServiceCIDR, "--cluster-endpoint", cluster.Server},
 		health: "http://" + awsemuAddr + "/_emu/healthz",
 	}}
 	common := []string{"--kubeconfig", cluster.Kubeconfig, "--nats-url", cfg.natsURL()}
@@ -60,7 +61,7 @@ func components(cfg config, cluster *localcluster.Cluster) []component {
 		case "launcher":
 			args = append(args, "--cluster-name", clusterName, "--cluster-endpoint", cluster.Server, "--spot-price-modelled")
 		case "terminator":
-			args = append(args, "--cluster-name", clusterName, "--interruption-queue", clusterName)
+			args = append(args, "--cluster-name", clusterName, "--interruption-queue", "fleetwright-"+clusterName)
 		}
 		out = append(out, component{name: name, args: args, env: append(awsEnv(), "POD_NAMESPACE=fleetwright", "POD_NAME="+name+"-local"),
 			health: "http://" + admin + "/readyz"})
@@ -73,7 +74,7 @@ func components(cfg config, cluster *localcluster.Cluster) []component {
 // service waits, not ready, until those exist.
 var services = []string{"pod-watcher", "launcher", "terminator", "scheduler"}
 
-// adminPorts are the services' admin ports, as README.md gives them.
+// adminPorts are the services' admin ports, as docs/development.md gives them (and deploy/).
 var adminPorts = map[string]int{"pod-watcher": 8081, "scheduler": 8082, "launcher": 8083, "terminator": 8084}
 
 // startComponents starts each component whose binary exists and waits for its health URL.

@@ -397,7 +397,7 @@ func TestFaultMalformedAndOversizedMessages(t *testing.T) {
 	// Three bad interruption-queue bodies: no JSON, a known event with a broken detail, and one
 	// near SQS's 256 KiB limit.
 	sqsc := infraSQS(t, s)
-	q, err := sqsc.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-cluster")})
+	q, err := sqsc.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("fleetwright-demo-cluster")})
 	require.NoError(t, err)
 	malformedBefore := infraMetric(t, s, "terminator", 0, "fleetwright_interruption_messages_total", `kind="malformed"`)
 	bodies := []string{

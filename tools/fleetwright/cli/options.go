@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
@@ -20,24 +21,23 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 )
 
 // options are the settings every command shares: where NATS and Kubernetes are, and how to
 // print.
 type options struct {
-	natsURL          string
-	natsUser         string
-	natsPassword     string // from NATS_PASSWORD only: never a flag, which ps and -h show
-	natsPasswordFile string
-	creds            string
-	tlsCA            string
-	prefix           string
-	kubeconfig       string
-	kubeContext      string
-	output           string
-	jaegerURL        string
-	timeout          time.Duration
+	// NATS: the services' flags and environment variables (service.NATSOptions): --nats-url,
+	// --nats-user (+ NATS_PASSWORD, never a flag, or --nats-password-file), --nats-creds,
+	// --nats-ca, --nats-cert, --nats-key, --nats-tls-server-name.
+	service.NATSOptions
+	prefix      string
+	kubeconfig  string
+	kubeContext string
+	output      string
+	jaegerURL   string
+	timeout     time.Duration
 }
 
 // environ looks a setting up in the process environment, then in the local stack's env file.
@@ -92,14 +92,10 @@ func (e environ) or(key, fallback string) string {
 // newFlagSet makes a command's flag set with the shared options on it.
 func newFlagSet(name string, o *options, stderr io.Writer) *flag.FlagSet {
 	env := localEnv()
-	*o = options{natsURL: env.or("NATS_URL", "nats://127.0.0.1:4222"), natsPassword: env("NATS_PASSWORD")}
-	fs := flag.NewFlagSet("fleetwright "+name, flag.ContinueOnError)
+	*o = options{}
+	fs := flag.NewFlagSet(prog+" "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Var(bus.URLFlag(&o.natsURL), "nats-url", "NATS server `URL`(s), comma separated; shown with any password masked (env NATS_URL)")
-	fs.StringVar(&o.natsUser, "nats-user", env("NATS_USER"), "NATS user, whose password is in env NATS_PASSWORD or --nats-password-file (env NATS_USER)")
-	fs.StringVar(&o.natsPasswordFile, "nats-password-file", env("NATS_PASSWORD_FILE"), "file holding the NATS user's password (env NATS_PASSWORD_FILE)")
-	fs.StringVar(&o.creds, "creds", env("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
-	fs.StringVar(&o.tlsCA, "tls-ca", env("NATS_TLS_CA"), "CA file to verify the NATS server (env NATS_TLS_CA)")
+	o.RegisterNATS(fs, service.LookupWith(env), "nats://127.0.0.1:4222")
 	fs.StringVar(&o.prefix, "prefix", env.or("FLEETWRIGHT_PREFIX", string(subject.DefaultPrefix)), "subject prefix (env FLEETWRIGHT_PREFIX)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", env("KUBECONFIG"), "kubeconfig file (env KUBECONFIG; default ~/.kube/config)")
 	fs.StringVar(&o.kubeContext, "context", "", "kubeconfig context (default: the current one)")
@@ -109,8 +105,11 @@ func newFlagSet(name string, o *options, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parse parses flags and positional arguments in any order (`why node X -o json`).
+// parse parses flags and positional arguments in any order (`why node X -o json`). The old
+// names of renamed flags (--tls-ca, --creds, --tls-server-name) are accepted.
 func parse(fs *flag.FlagSet, o *options, args []string) ([]string, error) {
+	service.AddAliases(fs)
+	fs.Usage = service.Usage(fs, fs.Name())
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -143,11 +142,12 @@ func parse(fs *flag.FlagSet, o *options, args []string) ([]string, error) {
 func (o *options) connect(ctx context.Context) (*bus.Conn, error) {
 	cctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	return bus.Connect(cctx, bus.Config{
-		URL: o.natsURL, User: o.natsUser, Password: o.natsPassword, PasswordFile: o.natsPasswordFile,
-		CredsFile: o.creds, TLS: bus.TLSConfig{CA: o.tlsCA}, Name: "fleetwright-cli", Prefix: o.prefix,
-		Registerer: prometheus.NewRegistry(), DrainTimeout: 2 * time.Second,
-	})
+	if err := o.ValidateNATS(); err != nil {
+		return nil, err
+	}
+	cfg := o.BusConfig()
+	cfg.Name, cfg.Prefix, cfg.Registerer, cfg.DrainTimeout = "fleetwright-cli", o.prefix, prometheus.NewRegistry(), 2*time.Second
+	return bus.Connect(cctx, cfg)
 }
 
 // kube is a client for the cluster the kubeconfig names, knowing Karpenter's types.
@@ -166,6 +166,9 @@ func (o *options) kube() (client.Client, error) {
 		return nil, err
 	}
 	if err := karpv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme})

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -208,7 +208,7 @@ func TestSharedFlags(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tt.wantURL, o.natsURL)
+			assert.Equal(t, tt.wantURL, o.NATSURL)
 			assert.Equal(t, tt.wantPrefix, o.prefix)
 			assert.Equal(t, tt.wantPos, pos)
 		})
@@ -225,10 +225,10 @@ func TestLocalEnvFile(t *testing.T) {
 	var o options
 	_, err := parse(newFlagSet("test", &o, io.Discard), &o, nil)
 	require.NoError(t, err)
-	assert.Equal(t, "nats://127.0.0.1:14222", o.natsURL)
+	assert.Equal(t, "nats://127.0.0.1:14222", o.NATSURL)
 	assert.Equal(t, "/x/kubeconfig", o.kubeconfig)
 	t.Setenv("NATS_URL", "nats://from-env:4222")
 	_, err = parse(newFlagSet("test", &o, io.Discard), &o, nil)
 	require.NoError(t, err)
-	assert.Equal(t, "nats://from-env:4222", o.natsURL, "the environment wins over the file")
+	assert.Equal(t, "nats://from-env:4222", o.NATSURL, "the environment wins over the file")
 }

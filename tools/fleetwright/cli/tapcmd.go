@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -53,7 +53,7 @@ func tapCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		enc.SetEscapeHTML(false)
 		from := time.Now().Add(-*since)
 		h := newHistory(conn, *stream)
-		fmt.Fprintf(stderr, "tap: replaying %s since %s at %s\n", *subj, from.UTC().Format(time.RFC3339), bus.Redact(o.natsURL))
+		fmt.Fprintf(stderr, "tap: replaying %s since %s at %s\n", *subj, from.UTC().Format(time.RFC3339), bus.Redact(o.NATSURL))
 		print := func(s stored) error {
 			l := Describe(s.Msg, s.Time)
 			l.Stream, l.Seq = s.Stream, s.Seq
@@ -77,7 +77,7 @@ func tapCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "tap: listening on %s at %s\n", *subj, bus.Redact(o.natsURL))
+	fmt.Fprintf(stderr, "tap: listening on %s at %s\n", *subj, bus.Redact(o.NATSURL))
 	return tap.Run(ctx)
 }
 
