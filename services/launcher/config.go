@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/service"
 )
 
@@ -67,6 +68,9 @@ func parseConfig(args []string) (config, error) {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
 		}
+	}
+	if c.UnavailableTTL <= 0 || c.UnavailableTTL > offerings.MaxTTL {
+		errs = append(errs, fmt.Errorf("--unavailable-ttl must be positive and at most %s (every service caps an offering's expiry there), got %s", offerings.MaxTTL, c.UnavailableTTL))
 	}
 	return c, errors.Join(errs...)
 }

@@ -68,6 +68,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	if l.types, err = catalogkv.Watch(ctx, kv); err != nil {
 		return err
 	}
+	l.unavailable.CheckWith(offerings.InCatalog(l.types))
 	cat := catalogBuilder{api: api, region: cfg.Region, spotModelled: cfg.SpotPriceModelled, now: time.Now}
 
 	// Offerings any replica found out of capacity, replayed from one TTL back so a restart

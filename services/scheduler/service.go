@@ -91,6 +91,7 @@ func (s *scheduler) run(ctx context.Context) error {
 		return err
 	}
 	s.catalog = &instanceTypes{watch: watch}
+	s.unavailable.CheckWith(offerings.InCatalog(watch))
 	sim, err := s.serveSimulate(ctx)
 	if err != nil {
 		return err
