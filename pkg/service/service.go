@@ -40,6 +40,7 @@ import (
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/subject"
 	"github.com/fleetwright/fleetwright/pkg/telemetry"
 )
 
@@ -201,7 +202,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	log := rt.Log
 	rt.Bus, err = bus.Connect(ctx, bus.Config{
 		URL: o.Common.NATSURL, User: o.Common.NATSUser, Password: o.Common.NATSPassword, PasswordFile: o.Common.NATSPasswordFile,
-		CredsFile: o.Common.NATSCreds, Name: "fleetwright-" + o.Name,
+		CredsFile: o.Common.NATSCreds, Name: "fleetwright-" + o.Name, InboxPrefix: subject.Inbox(o.Name),
 		TLS:    bus.TLSConfig{CA: o.Common.NATSCA, Cert: o.Common.NATSCert, Key: o.Common.NATSKey},
 		Prefix: o.Common.Prefix, StreamReplicas: o.Common.NATSStreamReplicas, Logger: &log, Registerer: rt.Registry,
 	})
