@@ -19,6 +19,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/clock"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/offerings"
+	"github.com/fleetwright/fleetwright/pkg/sdkhttp"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 )
@@ -29,6 +30,9 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	if err != nil {
 		return fmt.Errorf("loading AWS configuration: %w", err)
 	}
+	// Wrapped once configured: the configuration sets up the SDK's own client (a custom CA
+	// bundle needs it unwrapped), sdkhttp only guards its request bodies.
+	awsCfg.HTTPClient = sdkhttp.Client(awsCfg.HTTPClient)
 	api := ec2.NewFromConfig(awsCfg)
 	iamAPI := iam.NewFromConfig(awsCfg)
 	// SSM answers AMI aliases and ssmParameter terms; its endpoint, like EC2's, comes from the

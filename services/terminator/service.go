@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/sdkhttp"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -30,6 +31,9 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	if err != nil {
 		return fmt.Errorf("loading AWS configuration: %w", err)
 	}
+	// Wrapped once configured: the configuration sets up the SDK's own client (a custom CA
+	// bundle needs it unwrapped), sdkhttp only guards its request bodies.
+	awsCfg.HTTPClient = sdkhttp.Client(awsCfg.HTTPClient)
 	k, err := newKube(rt, cfg.RegistrationTTL, cfg.Nomination)
 	if err != nil {
 		return err
