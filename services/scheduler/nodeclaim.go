@@ -24,6 +24,7 @@ import (
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/faultpoint"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
@@ -47,10 +48,7 @@ type claimState struct {
 }
 
 func claimStateOf(nc *karpv1.NodeClaim) claimState {
-	pool := nc.Labels[karpv1.NodePoolLabelKey]
-	if pool == "" {
-		pool = nc.Labels[scheduling.LabelProvisionerName]
-	}
+	pool := clusterstate.PoolOf(nc.Labels)
 	c := claimState{
 		claimView: claimView{Name: nc.Name, UID: string(nc.UID), NodePool: pool, BatchID: nc.Annotations[batchAnnotation], NodeClassRef: nodeClassRef(nc.Spec.NodeClassRef),
 			Labels: nc.Labels, Taints: nc.Spec.Taints, StartupTaints: nc.Spec.StartupTaints, Requests: nc.Spec.Resources.Requests},
