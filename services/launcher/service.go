@@ -132,10 +132,10 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	g.Go(func() error {
 		return service.Every(gctx, cfg.TemplateGC, func() {
 			classes := st.classNames()
-			n, err := l.templates.collect(gctx, cfg.ClusterName, classes)
-			logErr(l, err, "deleting launch templates of deleted node classes")
+			n, err := l.templates.collect(gctx, cfg.ClusterName, classes, func() map[string]bool { return templatesInUse(stores.cache) }, cfg.TemplateGC)
+			logErr(l, err, "deleting launch templates no longer used")
 			if n > 0 {
-				rt.Log.Info().Int("deleted", n).Msg("deleted launch templates of deleted node classes")
+				rt.Log.Info().Int("deleted", n).Msg("deleted launch templates no longer used (their node class deleted, or their configuration replaced)")
 			}
 			n, err = l.profiles.collect(gctx, classes)
 			logErr(l, err, "deleting instance profiles of deleted node classes")
@@ -161,6 +161,17 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 		return nil
 	})
 	return g.Wait()
+}
+
+// templatesInUse are the launch templates the live claims' launch records name.
+func templatesInUse(c *clusterstate.Cache) map[string]bool {
+	used := map[string]bool{}
+	for _, nc := range c.Claims() {
+		for _, name := range recordOf(nc.Annotations).Templates {
+			used[name] = true
+		}
+	}
+	return used
 }
 
 // registrationGap is the least time between registration passes a change starts.
