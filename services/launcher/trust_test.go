@@ -11,6 +11,10 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/catalog"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
@@ -72,4 +76,23 @@ func TestLaunchIsMadeFromTheClaimNotTheIntent(t *testing.T) {
 	r := e.nextResult()
 	assert.Equal(t, launchv1.LaunchOutcome_LAUNCH_OUTCOME_LAUNCHED, r.Outcome, "%s %s", r.ErrorCode, r.ErrorMessage)
 	assert.Equal(t, "default", r.NodePoolName, "the result names the claim's pool")
+}
+
+// Issue 31, item 10: a launched claim's status.allocatable is computed with the memory share
+// the hypervisor keeps as the scheduler has it set (VM_MEMORY_OVERHEAD_PERCENT), not with a
+// constant of the launcher's own: the scheduler reads that figure back for in-flight claims.
+func TestAllocatableUsesTheSchedulersVMOverhead(t *testing.T) {
+	e := start(t, "--vm-memory-overhead-percent", "0.2")
+	e.launch("default", "default-overhead1", "m5.large")
+	nc := e.claimWhen("default-overhead1", 60*time.Second, hasInstance, "launched")
+	facts, ok := catalog.Lookup("m5.large")
+	require.True(t, ok)
+	want := func(overhead float64) int64 {
+		_, alloc, err := scheduling.NodeResources(facts, clusterstate.NodeClassSettings(nil, nil, nil, "AL2023", overhead))
+		require.NoError(t, err)
+		rl := podproj.KubeResources(alloc)
+		return rl.Memory().Value()
+	}
+	require.NotEqual(t, want(0.2), want(scheduling.VMMemoryOverhead))
+	assert.Equal(t, want(0.2), nc.Status.Allocatable.Memory().Value(), "the setting's 20%%, not the default's 7.5%%")
 }
