@@ -57,7 +57,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 		claims: dyn.Resource(clusterstate.NodeClaims), recorder: rt.Events}
 	s.unavailable = offerings.NewUnavailable(s.now)
 	s.recent = newRecent(s.now)
-	s.lease = newLeaseHold(cfg.Identity, cfg.RenewDeadline)
+	s.lease = newLeaseHold(cfg.Identity, cfg.Namespace+"/"+leaseName, cfg.RenewDeadline)
 	s.podEvents = newPodEvents(s.now)
 	if _, err := cl.Pods.AddEventHandler(s.podEvents.handler()); err != nil {
 		return fmt.Errorf("watching pods: %w", err)
