@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleetwright/fleetwright/tools/e2e"
+	"github.com/fleetwright/fleetwright/tools/e2e/migrate"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -98,7 +99,7 @@ func TestKarpenterV1Alpha5NodesAreAdopted(t *testing.T) {
 	stopAllInitialized(t, s)
 
 	ctx := context.Background()
-	instanceOf := s.AsKarpenterV1Alpha5(t, "default")
+	instanceOf := migrate.AsKarpenterV1Alpha5(t, s, "default")
 	fleets := s.Calls(t, "CreateFleet")
 
 	for _, name := range withTerminator() {

@@ -13,6 +13,7 @@ import (
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/faultpoint"
 	"github.com/fleetwright/fleetwright/tools/e2e"
+	"github.com/fleetwright/fleetwright/tools/e2e/migrate"
 )
 
 // Issue 31, item 1: the launcher killed in the middle of adopting a Karpenter v0.2x node,
@@ -39,7 +40,7 @@ func TestFaultLauncherKilledMidAdoption(t *testing.T) {
 	for _, name := range allServices {
 		s.Service(name).Kill()
 	}
-	instanceOf := s.AsKarpenterV1Alpha5(t, "default")
+	instanceOf := migrate.AsKarpenterV1Alpha5(t, s, "default")
 	placed := podNodes(t, s)
 
 	for _, name := range allServices {

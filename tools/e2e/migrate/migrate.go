@@ -1,4 +1,7 @@
-package e2e
+// Package migrate makes a stack's cluster look as an older autoscaler left it, for the
+// migration tests (tools/e2e, tools/e2e/fault). It is apart from tools/e2e so that what imports
+// that package (every service's tests) does not import the AWS SDK with it.
+package migrate
 
 import (
 	"context"
@@ -14,10 +17,11 @@ import (
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/sdkhttp"
+	"github.com/fleetwright/fleetwright/tools/e2e"
 )
 
 // EC2 is an SDK client of the stack's emulator, with the services' HTTP client.
-func (s *Stack) EC2() *ec2.Client {
+func EC2(s *e2e.Stack) *ec2.Client {
 	return ec2.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(s.EmuURL),
 		Credentials: credentials.NewStaticCredentialsProvider("x", "x", ""), HTTPClient: sdkhttp.Client(awshttp.NewBuildableClient())})
 }
@@ -26,10 +30,10 @@ func (s *Stack) EC2() *ec2.Client {
 // leaves them, its services stopped first: no NodeClaims, each instance tagged with the
 // Provisioner (karpenter.sh/provisioner-name) and not with a claim or pool. It returns each
 // node's instance.
-func (s *Stack) AsKarpenterV1Alpha5(t testing.TB, provisioner string) map[string]string {
+func AsKarpenterV1Alpha5(t testing.TB, s *e2e.Stack, provisioner string) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	api := s.EC2()
+	api := EC2(s)
 	instanceOf := map[string]string{} // node → instance
 	for _, nc := range s.NodeClaims(t) {
 		id := ec2v1.InstanceID(nc.Status.ProviderID)
