@@ -312,13 +312,12 @@ func TestServiceInboxesArePrivate(t *testing.T) {
 		require.Eventually(t, func() bool { return strings.Contains(strings.Join(spyErrs.violations(), "\n"), subj) },
 			5*time.Second, 10*time.Millisecond, "the pod-watcher's user subscribed to %s without a permissions violation", subj)
 	}
-	own, err := spy.SubscribeSync(subject.Inbox(subject.PodWatcher) + ".>")
-	require.NoError(t, err)
-	require.NoError(t, spy.Flush())
-
 	// The launcher's JetStream work is answered on its own inbox, and the pod-watcher's
 	// subscriptions see none of it.
 	ensureStreams(t, url, pw)
+	own, err := spy.SubscribeSync(subject.Inbox(subject.PodWatcher) + ".>")
+	require.NoError(t, err)
+	require.NoError(t, spy.Flush())
 	launcher, launcherErrs := connectAs(t, url, "launcher", pw["launcher"])
 	js, err := jetstream.New(launcher)
 	require.NoError(t, err)
