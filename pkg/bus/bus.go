@@ -46,6 +46,10 @@ type Config struct {
 	TLS TLSConfig
 	// Name identifies this client in the server's connection list.
 	Name string
+	// InboxPrefix is where the replies this client waits for arrive (JetStream's API answers and
+	// acks, fetched messages, key-value watches, request replies): subject.Inbox of the service,
+	// which its NATS user alone may read; empty means nats.go's shared _INBOX.
+	InboxPrefix string
 	// Prefix of all subjects; empty means subject.DefaultPrefix.
 	Prefix string
 	// StreamReplicas is how many servers hold each stream and the catalog
@@ -144,6 +148,9 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 
 	connected := make(chan struct{})
 	opts := append(c.options(cfg, connected), login...)
+	if cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
+	}
 	nc, err := nats.Connect(servers, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to nats at %s: %w", servers, err)

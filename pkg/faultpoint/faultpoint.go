@@ -20,6 +20,8 @@
 //	launcher.after-create-fleet    CreateFleet returned an instance, nothing else done yet
 //	launcher.before-record         the instance is known (launched or adopted), not yet recorded
 //	                               on the NodeClaim
+//	launcher.mid-adoption          a Karpenter v0.2x node's adoption is half done: its NodeClaim
+//	                               is made, its instance not yet tagged with it
 //	terminator.after-taint         the node was just tainted karpenter.sh/disrupted (its NodeClaim
 //	                               not yet deleted)
 //	terminator.mid-drain           one pod of the node was just evicted, the drain not finished
@@ -44,6 +46,7 @@ const (
 	SchedulerBeforePublish   = "scheduler.before-publish"
 	LauncherAfterCreateFleet = "launcher.after-create-fleet"
 	LauncherBeforeRecord     = "launcher.before-record"
+	LauncherMidAdoption      = "launcher.mid-adoption"
 	TerminatorAfterTaint     = "terminator.after-taint"
 	TerminatorMidDrain       = "terminator.mid-drain"
 	TerminatorAfterTerminate = "terminator.after-terminate"
@@ -51,7 +54,7 @@ const (
 
 // Names are all the named steps.
 var Names = []string{SchedulerClaimCreated, SchedulerMidNomination, SchedulerBeforePublish, LauncherAfterCreateFleet,
-	LauncherBeforeRecord, TerminatorAfterTaint, TerminatorMidDrain, TerminatorAfterTerminate}
+	LauncherBeforeRecord, LauncherMidAdoption, TerminatorAfterTaint, TerminatorMidDrain, TerminatorAfterTerminate}
 
 // armed is read once, at start; nil (the rule) makes Reach a no-op.
 var armed = parse(os.Getenv(Env))

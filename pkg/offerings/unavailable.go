@@ -13,6 +13,8 @@ package offerings
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -21,6 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -29,6 +32,15 @@ import (
 
 // DefaultTTL applies to an OfferingUnavailable that names no expiry or TTL.
 const DefaultTTL = 3 * time.Minute
+
+// MaxTTL bounds how long one message can have an offering avoided, whatever expiry it names:
+// a message that says "a year" (a bug, or someone with a service's credentials) blocks the
+// offering for MaxTTL, then it is tried again.
+const MaxTTL = 30 * time.Minute
+
+// MaxEntries bounds the offerings avoided at once. EC2 has a few thousand offerings per region;
+// more entries than this are names no catalog holds, and are refused.
+const MaxEntries = 4096
 
 // capacityTypeNames are the well-known label values of the capacity types ("spot", "on-demand").
 var capacityTypeNames = map[commonv1.CapacityType]string{
@@ -61,6 +73,7 @@ type Unavailable struct {
 
 	mu      sync.Mutex
 	entries map[scheduling.OfferingKey]time.Time // expiry
+	known   func(scheduling.OfferingKey) error
 }
 
 // NewUnavailable returns an empty cache reading time from now.
@@ -68,38 +81,100 @@ func NewUnavailable(now func() time.Time) *Unavailable {
 	return &Unavailable{now: now, entries: map[scheduling.OfferingKey]time.Time{}}
 }
 
+// CheckWith makes Add refuse an offering known says is not one (InCatalog: not in the
+// published catalog).
+func (u *Unavailable) CheckWith(known func(scheduling.OfferingKey) error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.known = known
+}
+
+// ErrRefused is wrapped by Add's errors: the message names no offering to avoid, or one more
+// than the cache holds.
+var ErrRefused = errors.New("offering-unavailable message refused")
+
+// InCatalog checks an offering against the published catalog: its instance type must be there
+// and offer the zone and capacity type. Until a complete catalog is there (a first start, before
+// the launcher's first refresh) every offering passes: the cache is still bounded by MaxEntries
+// and MaxTTL.
+func InCatalog(w *catalogkv.Watcher) func(scheduling.OfferingKey) error {
+	return func(k scheduling.OfferingKey) error {
+		if _, _, err := w.Catalog(); err != nil {
+			return nil
+		}
+		it, ok := w.Lookup(k.InstanceType)
+		if !ok {
+			return fmt.Errorf("%w: instance type %q is not in the catalog", ErrRefused, k.InstanceType)
+		}
+		for _, o := range it.GetOfferings() {
+			if o.GetZone() == k.Zone && CapacityTypeName(o.GetCapacityType()) == k.CapacityType {
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: the catalog has no %s offering of %s in zone %q", ErrRefused, k.CapacityType, k.InstanceType, k.Zone)
+	}
+}
+
 // Follow replays <prefix>.offerings.unavailable from replay ago and then follows it into the
-// cache until ctx ends, logging each offering that is newly to be avoided.
+// cache until ctx ends, logging each offering that is newly to be avoided, and each message
+// refused (Add) with what it said.
 func (u *Unavailable) Follow(ctx context.Context, conn *bus.Conn, replay time.Duration, log zerolog.Logger) error {
 	return bus.Follow(ctx, conn, conn.Prefix().Of(subject.OfferingsUnavailable), u.now().Add(-replay),
 		func(_ context.Context, o *launchv1.OfferingUnavailable) {
-			if u.Add(o) {
-				log.Info().Str("instance-type", o.GetInstanceType()).Str("zone", o.GetZone()).
-					Str("capacity-type", CapacityTypeName(o.GetCapacityType())).Str("reason", o.GetReason()).
-					Msg("avoiding unavailable offering")
+			added, err := u.Add(o)
+			l := log.With().Str("instance-type", o.GetInstanceType()).Str("zone", o.GetZone()).
+				Str("capacity-type", CapacityTypeName(o.GetCapacityType())).Str("reason", o.GetReason()).Str("nodeclaim", o.GetNodeClaimName()).Logger()
+			switch {
+			case err != nil:
+				l.Warn().Err(err).Msg("ignoring offering-unavailable message")
+			case added:
+				l.Info().Time("until", u.expiry(o)).Msg("avoiding unavailable offering")
 			}
 		})
 }
 
-// Add records an offering until its expiry; it reports whether the offering is still to be
-// avoided and was not known to be until then already. It forgets expired offerings as it goes,
-// so a cache that is fed but rarely read (a launcher without launches) stays bounded by the
-// offerings unavailable now.
-func (u *Unavailable) Add(o *launchv1.OfferingUnavailable) bool {
+// Add records an offering until its expiry (at most MaxTTL from now); it reports whether the
+// offering is still to be avoided and was not known to be until then already. It refuses, with
+// an error wrapping ErrRefused, a message that names no offering, one CheckWith's check says is
+// not one, and a new offering when MaxEntries are avoided already. It forgets expired
+// offerings as it goes, so a cache that is fed but rarely read (a launcher without launches)
+// stays bounded by the offerings unavailable now.
+func (u *Unavailable) Add(o *launchv1.OfferingUnavailable) (bool, error) {
 	now := u.now()
-	expire := Expiry(o, now)
+	expire := u.expiry(o)
 	if !expire.After(now) {
-		return false
+		return false, nil
 	}
 	key := Key(o)
+	if key.InstanceType == "" || key.Zone == "" || key.CapacityType == "" {
+		return false, fmt.Errorf("%w: it names no instance type, zone or capacity type", ErrRefused)
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if !expire.After(u.entries[key]) {
-		return false
+		return false, nil
+	}
+	if u.known != nil {
+		if err := u.known(key); err != nil {
+			return false, err
+		}
 	}
 	u.forgetExpiredLocked(now)
+	if _, have := u.entries[key]; !have && len(u.entries) >= MaxEntries {
+		return false, fmt.Errorf("%w: %d offerings are avoided already, the most this cache holds", ErrRefused, MaxEntries)
+	}
 	u.entries[key] = expire
-	return true
+	return true, nil
+}
+
+// expiry is Expiry, no later than MaxTTL from now.
+func (u *Unavailable) expiry(o *launchv1.OfferingUnavailable) time.Time {
+	now := u.now()
+	e := Expiry(o, now)
+	if limit := now.Add(MaxTTL); e.After(limit) {
+		return limit
+	}
+	return e
 }
 
 func (u *Unavailable) forgetExpiredLocked(now time.Time) {

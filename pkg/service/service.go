@@ -40,6 +40,7 @@ import (
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/subject"
 	"github.com/fleetwright/fleetwright/pkg/telemetry"
 )
 
@@ -184,6 +185,7 @@ func Start(ctx context.Context, o Options) (_ *Runtime, err error) {
 	log := rt.Log
 	bc := o.Common.BusConfig()
 	bc.Name, bc.Prefix, bc.StreamReplicas, bc.Logger, bc.Registerer = "fleetwright-"+o.Name, o.Common.Prefix, o.Common.NATSStreamReplicas, &log, rt.Registry
+	bc.InboxPrefix = subject.Inbox(o.Name)
 	rt.Bus, err = bus.Connect(ctx, bc)
 	if err != nil {
 		return nil, err

@@ -110,6 +110,12 @@ const (
 	Terminator = "terminator"
 )
 
+// Inbox is the inbox prefix of a service's NATS connection: JetStream API replies and acks,
+// pull-consumer deliveries, key-value watches and request replies arrive on <Inbox>.<id>. Each
+// service's NATS user may subscribe only below its own (deploy/base/nats/auth.conf), so no
+// service's credentials read another's replies, as one shared _INBOX.> would let them.
+func Inbox(service string) string { return "_INBOX_" + service }
+
 // streamOwners names the one service that creates and updates each stream: a service that
 // publishes to it. Every other service only looks the stream up (its NATS user may not update
 // it), so no service's start can change the config another's stream was given. The owners

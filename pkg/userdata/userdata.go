@@ -32,9 +32,12 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/textproto"
+	"regexp"
 	"slices"
 	"strings"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
@@ -125,6 +128,7 @@ func (o Options) validate() error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, o.Kubelet.validate()...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("rendering user data: %w", err)
 	}
@@ -216,6 +220,69 @@ type kubeletSetting struct {
 	n                         **int32
 	m                         *map[string]string
 	b                         **bool
+	// keys are the keys a map may have, and check checks one of its values: each must be one
+	// token of its kind, for it goes into AL2's --kubelet-extra-args (split on spaces) and
+	// Bottlerocket's TOML.
+	keys  []string
+	check func(string) error
+}
+
+// ReservedResources are the keys of systemReserved and kubeReserved, and EvictionSignals those
+// of evictionHard, evictionSoft and evictionSoftGracePeriod: Karpenter's (the CRDs hold the
+// same lists).
+var (
+	ReservedResources = []string{"cpu", "memory", "ephemeral-storage", "pid"}
+	EvictionSignals   = []string{"memory.available", "nodefs.available", "nodefs.inodesFree", "imagefs.available", "imagefs.inodesFree", "pid.available"}
+)
+
+// percentage is an eviction threshold in percent, as the kubelet reads one.
+var percentage = regexp.MustCompile(`^(100(\.0+)?|[0-9]{1,2}(\.[0-9]+)?)%$`)
+
+// quantity accepts a non-negative resource quantity.
+func quantity(v string) error {
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() < 0 {
+		return errors.New("not a non-negative quantity")
+	}
+	return nil
+}
+
+// threshold accepts an eviction threshold: a percentage or a quantity.
+func threshold(v string) error {
+	if percentage.MatchString(v) || quantity(v) == nil {
+		return nil
+	}
+	return errors.New("not a percentage or a quantity")
+}
+
+// duration accepts a Go duration (1m30s).
+func duration(v string) error {
+	if d, err := time.ParseDuration(v); err != nil || d < 0 {
+		return errors.New("not a duration")
+	}
+	return nil
+}
+
+// validate refuses, naming each, a map key the kubelet does not know for its setting and a value
+// that is not one token of its kind.
+func (k *Kubelet) validate() []error {
+	var errs []error
+	for _, s := range k.settings() {
+		if s.m == nil {
+			continue
+		}
+		m := *s.m
+		for _, key := range slices.Sorted(maps.Keys(m)) {
+			if !slices.Contains(s.keys, key) {
+				errs = append(errs, fmt.Errorf("kubelet %s key %q: want one of %s", s.field, key, strings.Join(s.keys, ", ")))
+				continue
+			}
+			if err := s.check(m[key]); err != nil {
+				errs = append(errs, fmt.Errorf("kubelet %s[%q] value %q: %w", s.field, key, m[key], err))
+			}
+		}
+	}
+	return errs
 }
 
 // settings lists k's settings (all but ClusterDNS), in the order the flags are written.
@@ -223,11 +290,12 @@ func (k *Kubelet) settings() []kubeletSetting {
 	return []kubeletSetting{
 		{flag: "max-pods", field: "maxPods", bottlerocket: "max-pods", n: &k.MaxPods},
 		{flag: "pods-per-core", field: "podsPerCore", n: &k.PodsPerCore},
-		{flag: "system-reserved", field: "systemReserved", bottlerocket: "system-reserved", sep: "=", m: &k.SystemReserved},
-		{flag: "kube-reserved", field: "kubeReserved", bottlerocket: "kube-reserved", sep: "=", m: &k.KubeReserved},
-		{flag: "eviction-hard", field: "evictionHard", bottlerocket: "eviction-hard", sep: "<", m: &k.EvictionHard},
-		{flag: "eviction-soft", field: "evictionSoft", bottlerocket: "eviction-soft", sep: "<", m: &k.EvictionSoft},
-		{flag: "eviction-soft-grace-period", field: "evictionSoftGracePeriod", bottlerocket: "eviction-soft-grace-period", sep: "=", m: &k.EvictionSoftGracePeriod},
+		{flag: "system-reserved", field: "systemReserved", bottlerocket: "system-reserved", sep: "=", m: &k.SystemReserved, keys: ReservedResources, check: quantity},
+		{flag: "kube-reserved", field: "kubeReserved", bottlerocket: "kube-reserved", sep: "=", m: &k.KubeReserved, keys: ReservedResources, check: quantity},
+		{flag: "eviction-hard", field: "evictionHard", bottlerocket: "eviction-hard", sep: "<", m: &k.EvictionHard, keys: EvictionSignals, check: threshold},
+		{flag: "eviction-soft", field: "evictionSoft", bottlerocket: "eviction-soft", sep: "<", m: &k.EvictionSoft, keys: EvictionSignals, check: threshold},
+		{flag: "eviction-soft-grace-period", field: "evictionSoftGracePeriod", bottlerocket: "eviction-soft-grace-period", sep: "=", m: &k.EvictionSoftGracePeriod,
+			keys: EvictionSignals, check: duration},
 		{flag: "eviction-max-pod-grace-period", field: "evictionMaxPodGracePeriod", bottlerocket: "eviction-max-pod-grace-period", n: &k.EvictionMaxPodGracePeriod},
 		{flag: "image-gc-high-threshold", field: "imageGCHighThresholdPercent", bottlerocket: "image-gc-high-threshold-percent", n: &k.ImageGCHighThresholdPercent},
 		{flag: "image-gc-low-threshold", field: "imageGCLowThresholdPercent", bottlerocket: "image-gc-low-threshold-percent", n: &k.ImageGCLowThresholdPercent},

@@ -393,3 +393,45 @@ func FuzzRenderLabelsAndTaints(f *testing.F) {
 		}
 	})
 }
+
+// Issue 31, item 7: a kubelet map's keys and values go into AL2's --kubelet-extra-args, which
+// the kubelet's unit splits on spaces: a key or value that is not one token of its kind would
+// add kubelet flags. Render refuses, naming the setting, a key the kubelet does not know for
+// that map and a value that is not a quantity, percentage or duration as the map wants, in
+// every family; Karpenter's own values pass.
+func TestRenderRefusesKubeletMapsThatAreNotOneToken(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		k    Kubelet
+		want string // "" for valid
+	}{
+		{"karpenter's values", Kubelet{SystemReserved: map[string]string{"cpu": "100m", "memory": "100Mi", "ephemeral-storage": "1Gi", "pid": "100"},
+			KubeReserved: map[string]string{"memory": "1Gi"}, EvictionHard: map[string]string{"memory.available": "5%", "nodefs.available": "10%", "pid.available": "10%"},
+			EvictionSoft: map[string]string{"memory.available": "500Mi", "imagefs.inodesFree": "5%"}, EvictionSoftGracePeriod: map[string]string{"memory.available": "1m30s"}}, ""},
+		{"eviction key with a flag", Kubelet{EvictionHard: map[string]string{"memory.available --register-node=false": "5%"}}, `evictionHard key "memory.available --register-node=false"`},
+		{"unknown eviction signal", Kubelet{EvictionSoft: map[string]string{"gpu.available": "5%"}}, `evictionSoft key "gpu.available"`},
+		{"eviction value with a flag", Kubelet{EvictionHard: map[string]string{"memory.available": "5% --v=9"}}, `evictionHard["memory.available"] value "5% --v=9"`},
+		{"eviction value with a separator", Kubelet{EvictionHard: map[string]string{"memory.available": "5%,nodefs.available<1%"}}, `evictionHard["memory.available"]`},
+		{"grace period key with a flag", Kubelet{EvictionSoftGracePeriod: map[string]string{"memory.available=1m --anonymous-auth=true,x": "1m"}}, `evictionSoftGracePeriod key`},
+		{"grace period not a duration", Kubelet{EvictionSoftGracePeriod: map[string]string{"memory.available": "soon"}}, `evictionSoftGracePeriod["memory.available"] value "soon"`},
+		{"reservation key with a flag", Kubelet{SystemReserved: map[string]string{"cpu=1 --cgroups-per-qos=false": "1"}}, `systemReserved key`},
+		{"reservation value with a space", Kubelet{KubeReserved: map[string]string{"memory": "1Gi --v=9"}}, `kubeReserved["memory"] value`},
+	} {
+		for _, fam := range []Family{AL2, AL2023, Bottlerocket} {
+			t.Run(tc.name+"/"+string(fam), func(t *testing.T) {
+				o := opts()
+				o.Kubelet = tc.k
+				doc, err := Render(fam, o)
+				if tc.want == "" {
+					require.NoError(t, err)
+					reg, err := Parse(doc)
+					require.NoError(t, err)
+					assert.Equal(t, tc.k.EvictionHard, reg.Kubelet.EvictionHard)
+					return
+				}
+				require.Error(t, err, "rendered:\n%s", doc)
+				assert.ErrorContains(t, err, tc.want)
+			})
+		}
+	}
+}

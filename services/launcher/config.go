@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/fleetwright/fleetwright/pkg/offerings"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/service"
 )
 
@@ -27,6 +29,13 @@ type config struct {
 	UnavailableTTL         time.Duration
 	SpotPriceModelled      bool
 	DefaultInstanceProfile string
+	// VMMemoryOverhead is the scheduler's setting (scheduling.VMOverheadFlag): a launched
+	// claim's status.allocatable is what the scheduler planned.
+	VMMemoryOverhead float64
+	// LookupWait is how long after a launch was asked of EC2 for a claim (its launch record)
+	// a redelivered intent keeps looking for the instance before it asks again: EC2's
+	// DescribeInstances shows a new instance and its tags only after a while.
+	LookupWait time.Duration
 }
 
 func parseConfig(args []string) (config, error) {
@@ -48,12 +57,17 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.RegistrationResync, "registration-resync", service.EnvDuration("REGISTRATION_RESYNC", 10*time.Second),
 		"registration runs on every Node and NodeClaim change; this is how often it also runs regardless, as a safety net (env REGISTRATION_RESYNC)")
 	fs.DurationVar(&c.TemplateGC, "launch-template-gc-interval", service.EnvDuration("LAUNCH_TEMPLATE_GC_INTERVAL", 5*time.Minute),
-		"how often launch templates and instance profiles of node classes that no longer exist are deleted (env LAUNCH_TEMPLATE_GC_INTERVAL)")
+		"how often launch templates no longer used (their node class deleted, or their configuration replaced and no live NodeClaim launched from them; "+
+			"at least this old) and instance profiles of node classes that no longer exist are deleted (env LAUNCH_TEMPLATE_GC_INTERVAL)")
 	fs.DurationVar(&c.ResolverTTL, "resolver-ttl", service.EnvDuration("RESOLVER_TTL", time.Minute), "cache time for subnets, security groups, AMIs and launch templates (env RESOLVER_TTL)")
 	fs.DurationVar(&c.UnavailableTTL, "unavailable-ttl", service.EnvDuration("UNAVAILABLE_TTL", 3*time.Minute), "how long an offering out of capacity is avoided (env UNAVAILABLE_TTL)")
 	fs.BoolVar(&c.SpotPriceModelled, "spot-price-modelled", service.Env("SPOT_PRICE_MODELLED", "") == "true", "mark spot prices as modelled in the catalog (the AWS emulator's are) (env SPOT_PRICE_MODELLED)")
 	fs.StringVar(&c.DefaultInstanceProfile, "default-instance-profile", service.Env("DEFAULT_INSTANCE_PROFILE", "KarpenterNodeInstanceProfile-"+service.Env("CLUSTER_NAME", "demo-cluster")),
 		"instance profile for v1alpha1 AWSNodeTemplates that name none, as aws.defaultInstanceProfile did (env DEFAULT_INSTANCE_PROFILE)")
+	scheduling.VMOverheadFlag(fs, &c.VMMemoryOverhead, service.EnvFloat)
+	fs.DurationVar(&c.LookupWait, "launch-lookup-wait", service.EnvDuration("LAUNCH_LOOKUP_WAIT", 30*time.Second),
+		"how long a redelivered intent looks for the instance an earlier delivery asked EC2 for (DescribeInstances is eventually consistent) before it launches again; "+
+			"at most 45s, within one handling of the intent (env LAUNCH_LOOKUP_WAIT)")
 	if err := c.Parse(fs, args); err != nil {
 		return c, err
 	}
@@ -72,6 +86,15 @@ func parseConfig(args []string) (config, error) {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
 		}
+	}
+	if err := scheduling.ValidVMOverhead(c.VMMemoryOverhead); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LookupWait < 0 || c.LookupWait > maxLookupWait {
+		errs = append(errs, fmt.Errorf("--launch-lookup-wait must be from 0 to %s, got %s", maxLookupWait, c.LookupWait))
+	}
+	if c.UnavailableTTL <= 0 || c.UnavailableTTL > offerings.MaxTTL {
+		errs = append(errs, fmt.Errorf("--unavailable-ttl must be positive and at most %s (every service caps an offering's expiry there), got %s", offerings.MaxTTL, c.UnavailableTTL))
 	}
 	return c, errors.Join(errs...)
 }

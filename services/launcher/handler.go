@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
@@ -43,8 +46,24 @@ type claimState struct {
 	Created       time.Time
 	Labels        map[string]string // labels the claim asks its node to carry
 	Annotations   map[string]string // and annotations (the pool template's), as Karpenter syncs them
-	Taints        []corev1.Taint    // the claim's taints and startup taints, put on its node at registration
+	Taints        []corev1.Taint    // the claim's taints and startup taints, in its node's user data and put on it at registration
 	StartupTaints []*commonv1.Taint
+	// NodeClassRef and Requirements are what a launch is made from (the intent only names the
+	// claim): the node class, and the instance types, zones and capacity types allowed.
+	NodeClassRef *commonv1.ObjectRef
+	Requirements []karpv1.NodeSelectorRequirementWithMinValues
+	// Launch is the record of the last launch asked of EC2 for it (launchrecord.go).
+	Launch launchRecord
+}
+
+// values are the values of the claim's In requirement on key; nil when it has none (any).
+func (c claimState) values(key string) []string {
+	for _, r := range c.Requirements {
+		if r.Key == key && r.Operator == corev1.NodeSelectorOpIn {
+			return r.Values
+		}
+	}
+	return nil
 }
 
 // launchInfo is what a successful launch records on the NodeClaim.
@@ -91,6 +110,9 @@ type claimStore interface {
 	MarkRegistered(ctx context.Context, name, nodeName string) (bool, error)
 	MarkInitialized(ctx context.Context, name string) (bool, error)
 	Delete(ctx context.Context, name string) error
+	// RecordLaunch writes a delivery's launch record on the claim before CreateFleet
+	// (launchrecord.go).
+	RecordLaunch(ctx context.Context, name, uid string, rec launchRecord, wait time.Duration) error
 }
 
 // nodeClassSpec is a resolved view of an EC2NodeClass (or a translated AWSNodeTemplate).
@@ -123,6 +145,8 @@ var (
 
 type nodeClassStore interface {
 	Get(ctx context.Context, ref *commonv1.ObjectRef) (nodeClassSpec, error)
+	// Pool is a pool by name, for what it decides beyond its claims (a Provisioner's kubelet).
+	Pool(name string) (clusterstate.Pool, bool)
 }
 
 type publisher interface {
@@ -154,15 +178,27 @@ type launcher struct {
 // fails (each retry excludes the pools that were just reported out of capacity).
 const maxICERetries = 3
 
-// handle launches the intent's NodeClaim, once. A redelivered intent finds the claim launched,
-// or the instance an earlier delivery launched without recording it (by its
-// karpenter.sh/nodeclaim tag, see adopt), and launches nothing new.
+// handle launches the intent's NodeClaim, once. The intent only names the claim: what is
+// launched (node class, instance types, zones, capacity types, labels, taints) is read from the
+// claim as the API server has it, and from its pool and class, never from the message, so a
+// message (a replayed one, or one from whoever holds a service's NATS credentials) can ask for
+// a claim's launch but not decide what it is. An intent that names no UID, or another claim's,
+// launches nothing. A redelivered intent finds the claim launched, or the instance an earlier
+// delivery launched without recording it (by its karpenter.sh/nodeclaim tag, see adopt, and
+// the claim's launch record, see launchrecord.go), and launches nothing new.
 func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d bus.Delivery) error {
 	ctx, span := otel.Tracer("launcher").Start(ctx, "launcher.launch")
 	defer span.End()
 	span.SetAttributes(attribute.String("fleetwright.nodeclaim", intent.GetNodeClaimName()), attribute.String("fleetwright.nodepool", intent.GetNodePoolName()))
-	log := l.log.With().Ctx(ctx).Str("nodeclaim", intent.GetNodeClaimName()).Str("nodepool", intent.GetNodePoolName()).Uint64("attempt", d.Attempt).Logger()
+	log := l.log.With().Ctx(ctx).Str("nodeclaim", intent.GetNodeClaimName()).Uint64("attempt", d.Attempt).Logger()
 
+	if intent.GetNodeClaimUid() == "" {
+		l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "refused").Inc()
+		err := fmt.Errorf("launch intent for nodeclaim %q names no NodeClaim UID: refused, nothing launched (an intent must name the UID of the claim it is for)",
+			intent.GetNodeClaimName())
+		log.Error().Err(err).Msg("refusing launch intent")
+		return bus.Permanent(err)
+	}
 	claim, err := l.claims.Get(ctx, intent.GetNodeClaimName())
 	switch {
 	case errors.Is(err, errClaimNotFound):
@@ -170,8 +206,8 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 		return nil
 	case err != nil:
 		return fmt.Errorf("reading nodeclaim: %w", err)
-	case intent.GetNodeClaimUid() != "" && claim.UID != intent.GetNodeClaimUid():
-		log.Info().Msg("intent is for an earlier nodeclaim of the same name; ignored")
+	case claim.UID != intent.GetNodeClaimUid():
+		log.Info().Str("uid", intent.GetNodeClaimUid()).Str("claimUID", claim.UID).Msg("intent is for another nodeclaim of the same name; ignored")
 		return nil
 	case claim.ProviderID != "":
 		log.Debug().Str("providerID", claim.ProviderID).Msg("nodeclaim already launched")
@@ -180,21 +216,30 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 		log.Info().Msg("nodeclaim is being deleted; not launching")
 		return nil
 	}
+	log = log.With().Str("nodepool", claim.NodePool).Logger()
 
-	info, err := l.launch(ctx, intent, claim, log)
+	info, err := l.launch(ctx, claim, log)
+	if errors.Is(err, errLaunchedMeanwhile) {
+		log.Info().Msg("nodeclaim recorded its instance meanwhile; nothing to launch")
+		return nil
+	}
+	if errors.Is(err, errClaimNotFound) {
+		log.Info().Msg("nodeclaim is gone; nothing to launch")
+		return nil
+	}
 	if err != nil {
 		span.RecordError(err)
 		var ice *InsufficientCapacityError
 		permanent := errors.As(err, &ice) || errors.Is(err, errNoOverrides) || errors.Is(err, errNodeClassNotFound) ||
 			errors.Is(err, errNodeClassInvalid) || bus.IsPermanent(err)
-		if permanent || d.LastAttempt() {
-			l.fail(ctx, intent, err, int(d.Attempt), log)
+		if (permanent || d.LastAttempt()) && !errors.Is(err, errLaunchInFlight) {
+			l.fail(ctx, claim, err, int(d.Attempt), log)
 			if permanent {
 				return nil
 			}
 			return bus.Permanent(err)
 		}
-		l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "retry").Inc()
+		l.metrics.launches.WithLabelValues(claim.NodePool, "retry").Inc()
 		log.Warn().Err(err).Msg("launch failed; will retry")
 		return err
 	}
@@ -205,7 +250,7 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 		// The instance exists; a retry finds it by its tag (adopt) and records it.
 		return fmt.Errorf("recording launch on nodeclaim: %w", err)
 	}
-	l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "launched").Inc()
+	l.metrics.launches.WithLabelValues(claim.NodePool, "launched").Inc()
 	verb := "Launched"
 	if info.Adopted {
 		verb = "Adopted" // launched by an earlier delivery that did not record it
@@ -215,7 +260,7 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 	log.Info().Bool("adopted", info.Adopted).Str("instance", info.InstanceID).Str("instanceType", info.InstanceType).Str("zone", info.Zone).
 		Str("capacityType", info.CapacityType).Str("providerID", info.ProviderID).Msg("launched nodeclaim")
 	l.publishResult(ctx, &launchv1.LaunchResult{
-		NodeClaimName: claim.Name, NodeClaimUid: claim.UID, NodePoolName: intent.GetNodePoolName(),
+		NodeClaimName: claim.Name, NodeClaimUid: claim.UID, NodePoolName: claim.NodePool,
 		Outcome: launchv1.LaunchOutcome_LAUNCH_OUTCOME_LAUNCHED, InstanceId: info.InstanceID, ProviderId: info.ProviderID,
 		InstanceType: info.InstanceType, Zone: info.Zone, CapacityType: offerings.CapacityType(info.CapacityType), ImageId: info.ImageID,
 		LaunchTemplateName: info.LaunchTemplate, Attempt: int32(d.Attempt), CompleteTime: timestamppb.New(l.now()),
@@ -223,8 +268,11 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 	return nil
 }
 
-func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, claim claimState, log zerolog.Logger) (launchInfo, error) {
-	class, err := l.classes.Get(ctx, intent.GetNodeClassRef())
+func (l *launcher) launch(ctx context.Context, claim claimState, log zerolog.Logger) (launchInfo, error) {
+	if claim.NodeClassRef == nil {
+		return launchInfo{}, bus.Permanent(fmt.Errorf("%w: nodeclaim %s has no nodeClassRef", errNodeClassNotFound, claim.Name))
+	}
+	class, err := l.classes.Get(ctx, claim.NodeClassRef)
 	if err != nil {
 		return launchInfo{}, err
 	}
@@ -232,7 +280,7 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 	if err != nil {
 		return launchInfo{}, err
 	}
-	subnets = bestPerZone(inZones(subnets, intent.GetZones()))
+	subnets = bestPerZone(inZones(subnets, claim.values(karpv1.LabelTopologyZone)))
 	sgs, err := l.resolver.securityGroups(ctx, class.SecurityGroups)
 	if err != nil {
 		return launchInfo{}, err
@@ -248,14 +296,16 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 	if err != nil {
 		return launchInfo{}, err
 	}
-	capacityType := l.chooseCapacityType(intent, subnets)
+	pool, _ := l.classes.Pool(claim.NodePool)
+	kubelet := kubeletFor(pool, class)
+	options := l.options(claim)
+	capacityType := l.chooseCapacityType(claim.values(karpv1.CapacityTypeLabelKey), options, subnets)
 	// Each type launches from the image of its architecture and variant (a GPU type from the
 	// nvidia image, a Neuron type from the neuron one), through one template per image.
-	templates := map[imageKey]string{}
+	specs := map[imageKey]templateSpec{}
 	imageOf := map[string]image{}
-	var types []fleetType
 	var unserved []string
-	for _, opt := range intent.GetInstanceTypes() {
+	for _, opt := range options {
 		it, ok := l.types.Lookup(opt.GetName())
 		if !ok {
 			continue
@@ -265,24 +315,23 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 			unserved = append(unserved, it.GetName())
 			continue
 		}
-		lt, ok := templates[img.key()]
-		if !ok {
-			spec, err := l.templateSpec(intent, class, img, sgs, profile, capacityType)
+		if _, ok := specs[img.key()]; !ok {
+			spec, err := l.templateSpec(claim, class, img, sgs, profile, capacityType, kubelet)
 			if err != nil {
 				return launchInfo{}, err
 			}
-			if lt, err = l.templates.ensure(ctx, spec); err != nil {
-				return launchInfo{}, err
-			}
-			templates[img.key()] = lt
+			specs[img.key()] = spec
 		}
 		imageOf[it.GetName()] = img
-		types = append(types, fleetType{Name: opt.GetName(), LaunchTemplate: lt})
 	}
-	if len(types) == 0 && len(unserved) > 0 {
+	if len(imageOf) == 0 && len(unserved) > 0 {
 		// E.g. an arm64 GPU type under al2@latest, whose GPU image is x86_64 only.
 		return launchInfo{}, fmt.Errorf("%w %s: no image its amiSelectorTerms resolve to serves instance types %v (architecture and GPU/accelerator variant)",
 			errNodeClassInvalid, class.Name, unserved)
+	}
+	templates := map[imageKey]string{}
+	for k, spec := range specs {
+		templates[k] = spec.name()
 	}
 	infoOf := func(got launched) launchInfo {
 		return launchInfo{
@@ -292,26 +341,47 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 			LaunchTemplate: templates[imageOf[got.InstanceType].key()],
 			Type:           l.typeOf(got.InstanceType),
 			ZoneID:         zoneIDOf(subnets, got.Zone),
-			Node:           nodeSettings(kubeletFor(intent, class), class),
+			Node:           l.nodeSettings(kubelet, class),
 			SecurityGroups: sgs,
 			ClassHash:      class.Hash,
 		}
 	}
 	// An earlier delivery may have launched the claim's instance and failed before recording
 	// it (or this one's request differs from it: another unavailable set, subnet or template):
-	// adopt that instance rather than launch a second one.
+	// adopt that instance rather than launch a second one, waiting for EC2 to show it if the
+	// claim records a launch a moment ago.
+	nonce := newNonce()
 	if info, ok, err := l.adopt(ctx, claim, infoOf); err != nil || ok {
 		return info, err
 	}
-	req := fleetRequest{ClaimUID: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.claimTags(intent, class),
+	if info, ok, err := l.awaitEarlierLaunch(ctx, claim, nonce, infoOf, log); err != nil || ok {
+		return info, err
+	}
+	// Recorded before the templates are made, so the garbage collector, which reads the claims
+	// after it lists the templates, never deletes one this launch is about to use.
+	rec := launchRecord{Nonce: nonce, Templates: slices.Sorted(maps.Values(templates))}
+	var types []fleetType
+	for _, opt := range options {
+		if img, ok := imageOf[opt.GetName()]; ok {
+			types = append(types, fleetType{Name: opt.GetName(), LaunchTemplate: templates[img.key()]})
+		}
+	}
+	req := fleetRequest{ClaimUID: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.claimTags(claim, class),
 		Context: class.Context}
 	for try := 0; ; try++ {
+		rec.At = l.now()
+		if err := l.claims.RecordLaunch(ctx, claim.Name, claim.UID, rec, l.cfg.LookupWait); err != nil {
+			return launchInfo{}, fmt.Errorf("recording the launch on the nodeclaim: %w", err)
+		}
+		if err := l.ensureTemplates(ctx, specs); err != nil {
+			return launchInfo{}, err
+		}
 		req.Unavailable = l.unavailable.Set()
 		start := l.now()
 		got, exhausted, err := createFleet(ctx, l.api, req)
 		l.metrics.createFleet.Observe(l.now().Sub(start).Seconds())
 		for _, o := range exhausted {
-			l.markUnavailable(ctx, o, intent.GetNodeClaimName(), log)
+			l.markUnavailable(ctx, o, claim.Name, log)
 		}
 		if err != nil {
 			l.metrics.fleetErrors.WithLabelValues(fleetErrorCode(err)).Inc()
@@ -319,6 +389,13 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 		if IsInsufficientCapacity(err) && try+1 < maxICERetries {
 			// The next request leaves out the exhausted pools, so its ClientToken is new too.
 			log.Info().Err(err).Msg("retrying launch without the exhausted offerings")
+			continue
+		}
+		if apiErrorCode(err) == "InvalidLaunchTemplateName.NotFoundException" && try+1 < maxICERetries {
+			// Deleted since it was made or seen (by another replica's garbage collection, which
+			// read the claims before this launch recorded it): made again on the next try.
+			l.templates.forget(slices.Collect(maps.Values(templates))...)
+			log.Info().Err(err).Msg("retrying launch with its launch templates made again")
 			continue
 		}
 		if apiErrorCode(err) == "IdempotentParameterMismatch" {
@@ -339,6 +416,29 @@ func (l *launcher) launch(ctx context.Context, intent *launchv1.LaunchIntent, cl
 		faultpoint.Reach(faultpoint.LauncherAfterCreateFleet)
 		return infoOf(got), nil
 	}
+}
+
+// ensureTemplates makes the launch's templates EC2 does not have yet.
+func (l *launcher) ensureTemplates(ctx context.Context, specs map[imageKey]templateSpec) error {
+	for _, spec := range specs {
+		if _, err := l.templates.ensure(ctx, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// options are the claim's instance types with the offerings its zone and capacity-type
+// requirements allow, from the catalog, cheapest first (offerings.Options; what is unavailable
+// now is left out per try, by the fleet request).
+func (l *launcher) options(claim claimState) []*launchv1.InstanceTypeOption {
+	return offerings.Options(claim.values(karpv1.LabelInstanceType), func(name string) ([]scheduling.Offering, bool) {
+		it, ok := l.types.Lookup(name)
+		if !ok {
+			return nil, false
+		}
+		return offerings.CatalogOfferings(it), true
+	}, claim.values(karpv1.LabelTopologyZone), claim.values(karpv1.CapacityTypeLabelKey), nil)
 }
 
 // adopt finds the claim's instance (claimInstance) and describes it for the claim as if this
@@ -364,16 +464,10 @@ func (l *launcher) adopt(ctx context.Context, claim claimState, infoOf func(laun
 	return info, true, nil
 }
 
-// chooseCapacityType picks spot when the intent allows it and some spot offering of its types
+// chooseCapacityType picks spot when the claim allows it and some spot offering of its types
 // is available in a zone we have a subnet in, as Karpenter does; on-demand otherwise.
-func (l *launcher) chooseCapacityType(intent *launchv1.LaunchIntent, subnets []subnet) string {
-	allowsSpot := false
-	for _, ct := range intent.GetCapacityTypes() {
-		if ct == commonv1.CapacityType_CAPACITY_TYPE_SPOT {
-			allowsSpot = true
-		}
-	}
-	if !allowsSpot {
+func (l *launcher) chooseCapacityType(capacityTypes []string, options []*launchv1.InstanceTypeOption, subnets []subnet) string {
+	if !slices.Contains(capacityTypes, scheduling.CapacityTypeSpot) {
 		return scheduling.CapacityTypeOnDemand
 	}
 	zones := map[string]bool{}
@@ -381,7 +475,7 @@ func (l *launcher) chooseCapacityType(intent *launchv1.LaunchIntent, subnets []s
 		zones[s.Zone] = true
 	}
 	unavailable := l.unavailable.Set()
-	for _, opt := range intent.GetInstanceTypes() {
+	for _, opt := range options {
 		for _, o := range opt.GetOfferings() {
 			if o.GetCapacityType() == commonv1.CapacityType_CAPACITY_TYPE_SPOT && o.GetAvailable() && zones[o.GetZone()] &&
 				!unavailable[Offering{InstanceType: opt.GetName(), Zone: o.GetZone(), CapacityType: scheduling.CapacityTypeSpot}] {
@@ -392,26 +486,28 @@ func (l *launcher) chooseCapacityType(intent *launchv1.LaunchIntent, subnets []s
 	return scheduling.CapacityTypeOnDemand
 }
 
-func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSpec, img image, sgs []string, profile, capacityType string) (templateSpec, error) {
-	labels := map[string]string{}
-	for k, v := range intent.GetLabels() {
-		labels[k] = v
+func (l *launcher) templateSpec(claim claimState, class nodeClassSpec, img image, sgs []string, profile, capacityType string,
+	kubelet userdata.Kubelet) (templateSpec, error) {
+	// The claim's labels and taints, as registration puts them on the node (one source).
+	labels := maps.Clone(claim.Labels)
+	if labels == nil {
+		labels = map[string]string{}
 	}
-	labels["karpenter.sh/nodepool"] = intent.GetNodePoolName()
-	labels["karpenter.sh/capacity-type"] = capacityType
+	labels[karpv1.NodePoolLabelKey] = claim.NodePool
+	labels[karpv1.CapacityTypeLabelKey] = capacityType
 	var taints []userdata.Taint
-	for _, t := range append(append([]*commonv1.Taint{}, intent.GetTaints()...), intent.GetStartupTaints()...) {
-		taints = append(taints, userdata.Taint{Key: t.GetKey(), Value: t.GetValue(), Effect: t.GetEffect()})
+	for _, t := range claim.Taints {
+		taints = append(taints, userdata.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
 	}
 	// Karpenter v1 registers every node with this taint and lifts it once the node is linked.
 	taints = append(taints, userdata.Taint{Key: unregisteredTaintKey, Effect: "NoExecute"})
 	ud, err := userdata.Render(userdata.Family(class.AMIFamily), userdata.Options{
 		ClusterName: l.cfg.ClusterName, ClusterEndpoint: l.cfg.ClusterEndpoint, ClusterCA: l.clusterCA,
 		ClusterDNS: l.cfg.ClusterDNS, ClusterCIDR: l.cfg.ClusterCIDR, Labels: labels, Taints: taints, Custom: class.UserData,
-		Kubelet: kubeletFor(intent, class), InstanceStorePolicy: class.InstanceStorePolicy,
+		Kubelet: kubelet, InstanceStorePolicy: class.InstanceStorePolicy,
 	})
 	if err == nil {
-		err = nodeSettings(kubeletFor(intent, class), class).Validate()
+		err = l.nodeSettings(kubelet, class).Validate()
 	}
 	var devs []blockDevice
 	if err == nil {
@@ -423,7 +519,7 @@ func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSp
 		return templateSpec{}, fmt.Errorf("%w %s: %w", errNodeClassInvalid, class.Name, err)
 	}
 	return templateSpec{ClusterName: l.cfg.ClusterName, NodeClass: class.Name, ImageID: img.ID, SecurityGroupIDs: sgs,
-		UserData: ud, InstanceProfile: profile, Tags: l.tags(intent, class), Metadata: class.Metadata, PublicIP: class.PublicIP,
+		UserData: ud, InstanceProfile: profile, Tags: l.tags(claim, class), Metadata: class.Metadata, PublicIP: class.PublicIP,
 		Monitoring: class.Monitoring, BlockDevices: devs}, nil
 }
 
@@ -432,23 +528,23 @@ const unregisteredTaintKey = "karpenter.sh/unregistered"
 // tags mark every resource as this cluster's and name its pool and node class; only resources
 // so tagged are ever garbage-collected or terminated. They are the launch template's: claims of
 // one configuration share one template, so launches never exhaust the account's template quota.
-func (l *launcher) tags(intent *launchv1.LaunchIntent, class nodeClassSpec) map[string]string {
+func (l *launcher) tags(claim claimState, class nodeClassSpec) map[string]string {
 	tags := map[string]string{}
 	for k, v := range class.Tags {
 		tags[k] = v
 	}
 	tags["kubernetes.io/cluster/"+l.cfg.ClusterName] = "owned"
 	tags["eks:eks-cluster-name"] = l.cfg.ClusterName
-	tags["karpenter.sh/nodepool"] = intent.GetNodePoolName()
+	tags[karpv1.NodePoolLabelKey] = claim.NodePool
 	tags[classTag] = class.Name
 	return tags
 }
 
 // claimTags are tags plus the claim's own, for the fleet's instances and volumes.
-func (l *launcher) claimTags(intent *launchv1.LaunchIntent, class nodeClassSpec) map[string]string {
-	tags := l.tags(intent, class)
-	tags["karpenter.sh/nodeclaim"] = intent.GetNodeClaimName()
-	tags["Name"] = intent.GetNodePoolName() + "/" + intent.GetNodeClaimName()
+func (l *launcher) claimTags(claim claimState, class nodeClassSpec) map[string]string {
+	tags := l.tags(claim, class)
+	tags[ec2v1.TagNodeClaim] = claim.Name
+	tags["Name"] = claim.NodePool + "/" + claim.Name
 	return tags
 }
 
@@ -471,7 +567,7 @@ func (l *launcher) markUnavailable(ctx context.Context, o Offering, claim string
 
 // fail records a launch that will not happen: a failed LaunchResult, and the NodeClaim
 // deleted with the reason, so its pods return to the scheduler.
-func (l *launcher) fail(ctx context.Context, intent *launchv1.LaunchIntent, cause error, attempt int, log zerolog.Logger) {
+func (l *launcher) fail(ctx context.Context, claim claimState, cause error, attempt int, log zerolog.Logger) {
 	reason := "LaunchFailed"
 	switch {
 	case IsInsufficientCapacity(cause) || errors.Is(cause, errNoOverrides):
@@ -481,15 +577,15 @@ func (l *launcher) fail(ctx context.Context, intent *launchv1.LaunchIntent, caus
 	case errors.Is(cause, errNodeClassInvalid):
 		reason = "NodeClassInvalid"
 	}
-	l.metrics.launches.WithLabelValues(intent.GetNodePoolName(), "failed").Inc()
-	l.events.Eventf(clusterstate.ClaimRef(intent.GetNodeClaimName(), intent.GetNodeClaimUid()), corev1.EventTypeWarning, failureReason(reason),
+	l.metrics.launches.WithLabelValues(claim.NodePool, "failed").Inc()
+	l.events.Eventf(clusterstate.ClaimRef(claim.Name, claim.UID), corev1.EventTypeWarning, failureReason(reason),
 		"Launch failed, the NodeClaim is deleted so its pods are scheduled again: %v", cause)
 	log.Error().Err(cause).Str("reason", reason).Msg("launching nodeclaim failed; deleting it so its pods are rescheduled")
-	if err := l.claims.Fail(ctx, intent.GetNodeClaimName(), reason, cause.Error()); err != nil && !errors.Is(err, errClaimNotFound) {
+	if err := l.claims.Fail(ctx, claim.Name, reason, cause.Error()); err != nil && !errors.Is(err, errClaimNotFound) {
 		log.Error().Err(err).Msg("recording the failure on the nodeclaim failed")
 	}
 	l.publishResult(ctx, &launchv1.LaunchResult{
-		NodeClaimName: intent.GetNodeClaimName(), NodeClaimUid: intent.GetNodeClaimUid(), NodePoolName: intent.GetNodePoolName(),
+		NodeClaimName: claim.Name, NodeClaimUid: claim.UID, NodePoolName: claim.NodePool,
 		Outcome: launchv1.LaunchOutcome_LAUNCH_OUTCOME_FAILED, ErrorCode: reason, ErrorMessage: cause.Error(),
 		Attempt: int32(attempt), CompleteTime: timestamppb.New(l.now()),
 	}, log)

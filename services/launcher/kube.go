@@ -86,14 +86,20 @@ func claimErr(name string, err error) error {
 
 func stateOf(nc *karpv1.NodeClaim) claimState {
 	s := claimState{
-		Name: nc.Name, UID: string(nc.UID), NodePool: nc.Labels[karpv1.NodePoolLabelKey], ProviderID: nc.Status.ProviderID,
+		Name: nc.Name, UID: string(nc.UID), NodePool: clusterstate.PoolOf(nc.Labels), ProviderID: nc.Status.ProviderID,
 		NodeName: nc.Status.NodeName, Deleting: nc.DeletionTimestamp != nil, Created: nc.CreationTimestamp.Time,
 		Registered: nc.IsTrue(karpv1.ConditionTypeRegistered), Initialized: nc.IsTrue(karpv1.ConditionTypeInitialized),
 		Labels: maps.Clone(nc.Labels), Annotations: maps.Clone(nc.Annotations),
+		Requirements: nc.Spec.Requirements, Launch: recordOf(nc.Annotations),
 	}
-	// The scheduler's record of the pods nominated to the claim is the claim's own: it is not
-	// synced to the node.
-	maps.DeleteFunc(s.Annotations, func(k, _ string) bool { return strings.HasPrefix(k, podproj.NominationKeyPrefix) })
+	if ref := nc.Spec.NodeClassRef; ref != nil {
+		s.NodeClassRef = &commonv1.ObjectRef{Group: ref.Group, Kind: ref.Kind, Name: ref.Name}
+	}
+	// The scheduler's record of the pods nominated to the claim, and the launcher's of its
+	// launch, are the claim's own: they are not synced to the node.
+	maps.DeleteFunc(s.Annotations, func(k, _ string) bool {
+		return strings.HasPrefix(k, podproj.NominationKeyPrefix) || k == launchRequestedAnnotation || k == launchTemplatesAnnotation
+	})
 	for _, t := range nc.Spec.StartupTaints {
 		s.StartupTaints = append(s.StartupTaints, &commonv1.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
 	}
@@ -202,6 +208,17 @@ func (k *kubeClaims) Delete(ctx context.Context, name string) error {
 		return fmt.Errorf("deleting nodeclaim %s: %w", name, err)
 	}
 	return nil
+}
+
+// Pool is the pool of the name as the services act on it (clusterstate.Pool): a NodePool, or a
+// Provisioner translated.
+func (k *kubeClasses) Pool(name string) (clusterstate.Pool, bool) {
+	for _, p := range k.cache.Pools() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return clusterstate.Pool{}, false
 }
 
 type kubeClasses struct {

@@ -178,8 +178,11 @@ func (e *env) claimOf(class, name string, types ...string) *launchv1.LaunchInten
 				// The scheduler's record of a pod nominated to the claim.
 				podproj.NominationKey("pod-uid-1"): `{"pod":"default/p1","at":"2026-11-26T00:00:00Z"}`}},
 		Spec: karpv1.NodeClaimSpec{
-			NodeClassRef:  &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: class},
-			Requirements:  []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: types}},
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: class},
+			// As the scheduler writes them: the launcher launches what the claim allows.
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: karpv1.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: types},
+				{Key: karpv1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"us-east-1a"}},
+				{Key: karpv1.CapacityTypeLabelKey, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot", "on-demand"}}},
 			StartupTaints: []corev1.Taint{{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}},
 		},
 	}

@@ -135,6 +135,15 @@ func (t *templates) ensure(ctx context.Context, spec templateSpec) (string, erro
 	return name, nil
 }
 
+// forget drops templates from what was seen, so the next ensure describes (and makes) them.
+func (t *templates) forget(names ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, n := range names {
+		delete(t.seen, n)
+	}
+}
+
 func (t *templates) create(ctx context.Context, name string, spec templateSpec) error {
 	data := &ec2types.RequestLaunchTemplateData{
 		ImageId:          aws.String(spec.ImageID),
@@ -173,41 +182,60 @@ func (t *templates) create(ctx context.Context, name string, spec templateSpec) 
 	return nil
 }
 
-// collect deletes this cluster's launch templates whose node class is gone (classes holds the
-// names of those that exist): nothing launches from them again. It forgets them too, so a class
-// made again under the same name gets its template made again.
-func (t *templates) collect(ctx context.Context, cluster string, classes map[string]bool) (int, error) {
+// collect deletes this cluster's launch templates nothing launches from again: those whose node
+// class is gone (classes holds the names of those that exist), and, while their class lives,
+// those of a configuration no longer used (an AMI replaced, labels, taints or kubelet settings
+// changed: each makes a template of another name): made by the launcher (named
+// fleetwright/<cluster>/...), at least minAge old, named by no live claim's launch record
+// (inUse: the launches under way and the instances running from them). Without this every AMI release would leave templates behind until
+// EC2's quota of them stopped every launch. It forgets what it deletes, so a configuration used
+// again gets its template made again. The claims are read after the templates are listed, and
+// a launch records its templates on its claim before it makes or uses them, so a launch under
+// way in any replica keeps its own; one recorded between the two reads meets a template gone
+// and makes it again (handler.go).
+func (t *templates) collect(ctx context.Context, cluster string, classes map[string]bool, inUse func() map[string]bool, minAge time.Duration) (int, error) {
 	p := ec2.NewDescribeLaunchTemplatesPaginator(t.api, &ec2.DescribeLaunchTemplatesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("tag:kubernetes.io/cluster/" + cluster), Values: []string{"owned"}},
 		{Name: aws.String("tag-key"), Values: []string{classTag}},
 	}})
-	deleted := 0
+	var listed []ec2types.LaunchTemplate
 	for page, err := range pages(ctx, p) {
 		if err != nil {
-			return deleted, fmt.Errorf("describing launch templates: %w", err)
+			return 0, fmt.Errorf("describing launch templates: %w", err)
 		}
-		for _, lt := range page.LaunchTemplates {
-			class := ""
-			for _, tag := range lt.Tags {
-				if aws.ToString(tag.Key) == classTag {
-					class = aws.ToString(tag.Value)
-				}
-			}
-			if classes[class] {
-				continue
-			}
-			name := aws.ToString(lt.LaunchTemplateName)
-			_, err := t.api.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String(name)})
-			if err != nil && apiErrorCode(err) != "InvalidLaunchTemplateName.NotFoundException" {
-				return deleted, fmt.Errorf("deleting launch template %s: %w", name, err)
-			}
-			t.mu.Lock()
-			delete(t.seen, name)
-			t.mu.Unlock()
-			deleted++
+		listed = append(listed, page.LaunchTemplates...)
+	}
+	used := inUse()
+	now := t.now()
+	deleted := 0
+	for _, lt := range listed {
+		name := aws.ToString(lt.LaunchTemplateName)
+		if classes[templateClass(lt)] && !unused(name, cluster, lt.CreateTime, used, now, minAge) {
+			continue
 		}
+		_, err := t.api.DeleteLaunchTemplate(ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String(name)})
+		if err != nil && apiErrorCode(err) != "InvalidLaunchTemplateName.NotFoundException" {
+			return deleted, fmt.Errorf("deleting launch template %s: %w", name, err)
+		}
+		t.forget(name)
+		deleted++
 	}
 	return deleted, nil
+}
+
+// unused says whether a template of a live class is one collect may delete.
+func unused(name, cluster string, created *time.Time, used map[string]bool, now time.Time, minAge time.Duration) bool {
+	return strings.HasPrefix(name, "fleetwright/"+cluster+"/") && !used[name] && created != nil && now.Sub(*created) >= minAge
+}
+
+// templateClass is the node class a template was made for (its classTag).
+func templateClass(lt ec2types.LaunchTemplate) string {
+	for _, tag := range lt.Tags {
+		if aws.ToString(tag.Key) == classTag {
+			return aws.ToString(tag.Value)
+		}
+	}
+	return ""
 }
 
 // classTag names the node class a template was made for.

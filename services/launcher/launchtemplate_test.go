@@ -12,7 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/tools/awsemu"
 )
 
@@ -70,4 +74,38 @@ func TestSeenTemplatesAreForgottenAfterTheTTL(t *testing.T) {
 	assert.Equal(t, 1, len(tpl.seen), "only the template seen within the ttl is remembered")
 	_, kept := tpl.seen[first]
 	assert.False(t, kept, "the first template is forgotten")
+}
+
+// Issue 31, item 3: launch templates of a configuration no longer used are deleted while their
+// node class lives; one a live claim launched from stays. Two claims of one class whose labels
+// differ (labels go into the user data) launch from two templates; once the first claim is
+// gone its template is deleted, the second's is kept through later collections.
+func TestUnusedLaunchTemplatesOfALiveClassAreDeleted(t *testing.T) {
+	e := start(t, "--template-gc-interval", "200ms")
+	first := e.claim("default-oldconf1", "t4g.small")
+	e.publish(first, first.NodeClaimName)
+	require.Eventually(t, func() bool { return len(e.instancesFor("default-oldconf1")) == 1 }, 60*time.Second, 100*time.Millisecond)
+	second := e.claim("default-newconf1", "t4g.small")
+	require.NoError(t, e.kube.Patch(e.ctx, &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-newconf1"}},
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"b"}}}`))))
+	second.Labels = map[string]string{"team": "b"}
+	e.publish(second, second.NodeClaimName)
+	require.Eventually(t, func() bool { return len(e.instancesFor("default-newconf1")) == 1 }, 60*time.Second, 100*time.Millisecond)
+	old, current := e.templateID("default-oldconf1"), e.templateID("default-newconf1")
+	require.NotEqual(t, old, current, "another configuration, another template")
+
+	api := ec2.NewFromConfig(e.awsConfig())
+	exists := func(id string) bool {
+		out, err := api.DescribeLaunchTemplates(e.ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateIds: []string{id}})
+		return err == nil && len(out.LaunchTemplates) == 1
+	}
+	require.True(t, exists(old), "kept while its claim lives")
+	require.NoError(t, e.kube.Delete(e.ctx, &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-oldconf1"}}))
+	require.Eventually(t, func() bool { return !exists(old) }, 30*time.Second, 100*time.Millisecond, "the template no claim uses is deleted, its class alive")
+	describes := func() int {
+		return e.countCalls(func(c awsemu.Call) bool { return c.Action == "DescribeLaunchTemplates" })
+	}
+	after := describes()
+	require.Eventually(t, func() bool { return describes() >= after+4 }, 30*time.Second, 100*time.Millisecond, "more collections run")
+	assert.True(t, exists(current), "the template a live claim launched from stays")
 }

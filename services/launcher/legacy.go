@@ -20,6 +20,7 @@ import (
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1alpha5"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/faultpoint"
 )
 
 // adoptedAnnotation marks a NodeClaim made for a node an older Karpenter launched; its value
@@ -32,10 +33,13 @@ const reasonAdopted = "Adopted"
 // karpenter.sh/provisioner-name with no NodeClaim, its instance tagged with the Provisioner and
 // the cluster — a NodeClaim of its own, named after the node, as if Fleetwright had launched it:
 // from then on it is emptied, expired, drifted, consolidated, interrupted and terminated like
-// any other. Its instance is tagged with the claim and pool first (karpenter.sh/nodeclaim,
-// karpenter.sh/nodepool), the tags without which the terminator may not terminate it. Nothing is
-// launched. A node whose instance is not tagged for this cluster and its Provisioner is left
-// alone, with a warning: it is not ours to take.
+// any other. The claim is made first, then its instance is tagged with the claim and pool
+// (karpenter.sh/nodeclaim, karpenter.sh/nodepool), the tags without which the terminator may not
+// terminate it: a launcher that dies between the two leaves a claim whose instance is not yet
+// tagged (the next pass tags it), never a tagged instance without a claim, which the
+// terminator's orphan collector would take for its own to end. Nothing is launched. A node whose
+// instance is not tagged for this cluster and its Provisioner is left alone, with a warning: it
+// is not ours to take.
 type legacyNodes struct {
 	*launcher
 	cache  *clusterstate.Cache
@@ -66,26 +70,30 @@ func (a *legacyNodes) pass(ctx context.Context) error {
 			ec2v1.InstanceID(n.Spec.ProviderID) == "" || claimed[n.Spec.ProviderID] || claimed[n.Name] {
 			continue
 		}
-		if nc := byName[n.Name]; nc != nil {
-			if _, ours := nc.Annotations[adoptedAnnotation]; ours && nc.Status.ProviderID == "" {
-				errs = append(errs, a.record(ctx, nc.Name, n)) // created, status not yet written
+		nc := byName[n.Name]
+		if nc != nil {
+			if _, ours := nc.Annotations[adoptedAnnotation]; !ours || nc.Status.ProviderID != "" || nc.DeletionTimestamp != nil {
+				continue
 			}
-			continue
+			// Created, its instance perhaps not yet tagged and its status not yet written: the
+			// adoption is finished below.
 		}
 		pool, ok := pools[prov]
 		if !ok {
 			a.warn(n.Name, "its Provisioner "+prov+" does not exist")
 			continue
 		}
-		if err := a.adopt(ctx, n, pool); err != nil {
+		if err := a.adopt(ctx, n, pool, nc != nil); err != nil {
 			errs = append(errs, fmt.Errorf("adopting node %s: %w", n.Name, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// adopt tags the node's instance and makes its claim.
-func (a *legacyNodes) adopt(ctx context.Context, n *corev1.Node, pool clusterstate.Pool) error {
+// adopt makes the node's claim (unless claimed says an earlier pass made it), then tags its
+// instance and records the claim's status. Each step is idempotent, so a pass that failed or
+// died at any step is finished by the next.
+func (a *legacyNodes) adopt(ctx context.Context, n *corev1.Node, pool clusterstate.Pool, claimed bool) error {
 	id := ec2v1.InstanceID(n.Spec.ProviderID)
 	out, err := a.api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
 	if err != nil {
@@ -104,30 +112,36 @@ func (a *legacyNodes) adopt(ctx context.Context, n *corev1.Node, pool clustersta
 	for _, t := range inst.Tags {
 		tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
-	if tags[ec2v1.TagNodeClaim] != "" {
+	switch claim := tags[ec2v1.TagNodeClaim]; {
+	case claim != "" && claim != n.Name:
 		// Launched for a NodeClaim (by Fleetwright, or Karpenter v1): its claim exists, and a
 		// cache a moment behind the launch does not show it yet. Never a v0.2x node.
 		return nil
-	}
-	if tags["kubernetes.io/cluster/"+a.cfg.ClusterName] != "owned" || tags[v1alpha5.ProvisionerNameLabelKey] != pool.Name {
+	case claim == n.Name && tags[karpv1.NodePoolLabelKey] == pool.Name:
+		// Tagged by an earlier pass (or by a launcher that tagged before it made the claim).
+	case tags["kubernetes.io/cluster/"+a.cfg.ClusterName] != "owned" || tags[v1alpha5.ProvisionerNameLabelKey] != pool.Name:
 		a.warn(n.Name, fmt.Sprintf("instance %s is not tagged kubernetes.io/cluster/%s=owned and %s=%s",
 			id, a.cfg.ClusterName, v1alpha5.ProvisionerNameLabelKey, pool.Name))
 		return nil
 	}
-	if _, err := a.api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: []ec2types.Tag{
-		{Key: aws.String(ec2v1.TagNodeClaim), Value: aws.String(n.Name)},
-		{Key: aws.String(karpv1.NodePoolLabelKey), Value: aws.String(pool.Name)},
-	}}); err != nil {
-		return fmt.Errorf("tagging instance %s: %w", id, err)
+	if !claimed {
+		created, err := clusterstate.CreateClaim(ctx, a.claims, adoptedClaim(n, pool))
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating nodeclaim: %w", err)
+		}
+		if created != nil {
+			a.events.Eventf(clusterstate.ClaimRef(created.Name, string(created.UID)), corev1.EventTypeNormal, reasonAdopted,
+				"Adopted node %s (instance %s) launched by Karpenter for Provisioner %s", n.Name, id, pool.Name)
+		}
 	}
-	nc := adoptedClaim(n, pool)
-	created, err := clusterstate.CreateClaim(ctx, a.claims, nc)
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating nodeclaim: %w", err)
-	}
-	if created != nil {
-		a.events.Eventf(clusterstate.ClaimRef(created.Name, string(created.UID)), corev1.EventTypeNormal, reasonAdopted,
-			"Adopted node %s (instance %s) launched by Karpenter for Provisioner %s", n.Name, id, pool.Name)
+	faultpoint.Reach(faultpoint.LauncherMidAdoption)
+	if tags[ec2v1.TagNodeClaim] != n.Name || tags[karpv1.NodePoolLabelKey] != pool.Name {
+		if _, err := a.api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: []ec2types.Tag{
+			{Key: aws.String(ec2v1.TagNodeClaim), Value: aws.String(n.Name)},
+			{Key: aws.String(karpv1.NodePoolLabelKey), Value: aws.String(pool.Name)},
+		}}); err != nil {
+			return fmt.Errorf("tagging instance %s: %w", id, err)
+		}
 	}
 	a.log.Info().Str("node", n.Name).Str("instance", id).Str("provisioner", pool.Name).Msg("adopted node launched by Karpenter v1alpha5")
 	return a.record(ctx, n.Name, n)

@@ -10,48 +10,43 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/userdata"
-	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 )
 
 // What a node class decides about its nodes beyond where they run: the kubelet settings the
 // user data passes on, the volumes on the launch template, the instance-store policy, and so
 // the capacity the node registers (scheduling.NodeResources, as the scheduler planned it).
 
-// classKubelet converts an EC2NodeClass's spec.kubelet for the user data, through the wire
-// form the LaunchIntent carries (one conversion for both).
+// classKubelet converts an EC2NodeClass's (or a Provisioner's) kubelet settings for the user
+// data, through their wire form (one conversion for both).
 func classKubelet(k *ec2v1.KubeletConfiguration) userdata.Kubelet {
 	if k == nil {
 		return userdata.Kubelet{}
 	}
-	return intentKubelet(clusterstate.KubeletConfig(k))
-}
-
-// intentKubelet converts the LaunchIntent's kubelet settings (the pool's, as the scheduler
-// planned with them).
-func intentKubelet(k *launchv1.KubeletConfig) userdata.Kubelet {
+	w := clusterstate.KubeletConfig(k)
 	return userdata.Kubelet{
-		MaxPods: k.MaxPods, PodsPerCore: k.PodsPerCore,
-		SystemReserved: k.GetSystemReserved(), KubeReserved: k.GetKubeReserved(),
-		EvictionHard: k.GetEvictionHard(), EvictionSoft: k.GetEvictionSoft(), EvictionSoftGracePeriod: k.GetEvictionSoftGracePeriod(),
-		EvictionMaxPodGracePeriod:   k.EvictionMaxPodGracePeriod,
-		ImageGCHighThresholdPercent: k.ImageGcHighThresholdPercent, ImageGCLowThresholdPercent: k.ImageGcLowThresholdPercent,
-		CPUCFSQuota: k.CpuCfsQuota, ClusterDNS: k.GetClusterDns(),
+		MaxPods: w.MaxPods, PodsPerCore: w.PodsPerCore,
+		SystemReserved: w.GetSystemReserved(), KubeReserved: w.GetKubeReserved(),
+		EvictionHard: w.GetEvictionHard(), EvictionSoft: w.GetEvictionSoft(), EvictionSoftGracePeriod: w.GetEvictionSoftGracePeriod(),
+		EvictionMaxPodGracePeriod:   w.EvictionMaxPodGracePeriod,
+		ImageGCHighThresholdPercent: w.ImageGcHighThresholdPercent, ImageGCLowThresholdPercent: w.ImageGcLowThresholdPercent,
+		CPUCFSQuota: w.CpuCfsQuota, ClusterDNS: w.GetClusterDns(),
 	}
 }
 
-// kubeletFor is the kubelet settings a launch renders: the intent's when it carries some (a
-// v1alpha5 Provisioner's live there), else the node class's.
-func kubeletFor(intent *launchv1.LaunchIntent, class nodeClassSpec) userdata.Kubelet {
-	if k := intent.GetKubelet(); k != nil {
-		return intentKubelet(k)
+// kubeletFor is the kubelet settings a launch renders: a v1alpha5 Provisioner's own, which live
+// on it, else the node class's (a NodePool's, as the scheduler planned with them).
+func kubeletFor(pool clusterstate.Pool, class nodeClassSpec) userdata.Kubelet {
+	if pool.NodePool != nil && pool.Legacy && pool.Kubelet != nil {
+		return classKubelet(pool.Kubelet)
 	}
 	return class.Kubelet
 }
 
-// nodeSettings is what the node's capacity is computed under; the VM overhead is
-// Karpenter's default, the share the hypervisor really keeps.
-func nodeSettings(k userdata.Kubelet, class nodeClassSpec) scheduling.NodeSettings {
-	ns := clusterstate.NodeClassSettings(nil, class.BlockDeviceMappings, &class.InstanceStorePolicy, class.AMIFamily, scheduling.VMMemoryOverhead)
+// nodeSettings is what the node's capacity is computed under: the class's settings and the
+// memory share the hypervisor keeps as the scheduler reckons it (--vm-memory-overhead-percent),
+// so status.allocatable is what the scheduler planned.
+func (l *launcher) nodeSettings(k userdata.Kubelet, class nodeClassSpec) scheduling.NodeSettings {
+	ns := clusterstate.NodeClassSettings(nil, class.BlockDeviceMappings, &class.InstanceStorePolicy, class.AMIFamily, l.cfg.VMMemoryOverhead)
 	ns.MaxPods, ns.PodsPerCore = k.MaxPods, k.PodsPerCore
 	ns.SystemReserved, ns.KubeReserved = k.SystemReserved, k.KubeReserved
 	ns.EvictionHard, ns.EvictionSoft = k.EvictionHard, k.EvictionSoft

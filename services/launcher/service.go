@@ -20,6 +20,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/clock"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/offerings"
+	"github.com/fleetwright/fleetwright/pkg/sdkhttp"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 )
@@ -30,6 +31,9 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	if err != nil {
 		return fmt.Errorf("loading AWS configuration: %w", err)
 	}
+	// Wrapped once configured: the configuration sets up the SDK's own client (a custom CA
+	// bundle needs it unwrapped), sdkhttp only guards its request bodies.
+	awsCfg.HTTPClient = sdkhttp.Client(awsCfg.HTTPClient)
 	api := ec2.NewFromConfig(awsCfg)
 	iamAPI := iam.NewFromConfig(awsCfg)
 	// SSM answers AMI aliases and ssmParameter terms; its endpoint, like EC2's, comes from the
@@ -74,6 +78,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	if l.types, err = catalogkv.Watch(ctx, kv); err != nil {
 		return err
 	}
+	l.unavailable.CheckWith(offerings.InCatalog(l.types))
 	cat := catalogBuilder{api: api, region: cfg.Region, spotModelled: cfg.SpotPriceModelled, now: time.Now}
 
 	// Offerings any replica found out of capacity, replayed from one TTL back so a restart
@@ -133,10 +138,10 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	g.Go(func() error {
 		return service.Every(gctx, cfg.TemplateGC, func() {
 			classes := st.classNames()
-			n, err := l.templates.collect(gctx, cfg.ClusterName, classes)
-			logErr(l, err, "deleting launch templates of deleted node classes")
+			n, err := l.templates.collect(gctx, cfg.ClusterName, classes, func() map[string]bool { return templatesInUse(stores.cache) }, cfg.TemplateGC)
+			logErr(l, err, "deleting launch templates no longer used")
 			if n > 0 {
-				rt.Log.Info().Int("deleted", n).Msg("deleted launch templates of deleted node classes")
+				rt.Log.Info().Int("deleted", n).Msg("deleted launch templates no longer used (their node class deleted, or their configuration replaced)")
 			}
 			n, err = l.profiles.collect(gctx, classes)
 			logErr(l, err, "deleting instance profiles of deleted node classes")
@@ -162,6 +167,17 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 		return nil
 	})
 	return g.Wait()
+}
+
+// templatesInUse are the launch templates the live claims' launch records name.
+func templatesInUse(c *clusterstate.Cache) map[string]bool {
+	used := map[string]bool{}
+	for _, nc := range c.Claims() {
+		for _, name := range recordOf(nc.Annotations).Templates {
+			used[name] = true
+		}
+	}
+	return used
 }
 
 // registrationGap is the least time between registration passes a change starts.

@@ -72,8 +72,7 @@ func parseConfig(args []string) (config, error) {
 	c.LaunchLoop.RegisterFlags(fs, service.EnvInt, service.EnvDuration)
 	fs.DurationVar(&c.NominationCheck, "nomination-check-interval", service.EnvDuration("NOMINATION_CHECK_INTERVAL", 2*time.Second),
 		"how often the leader ends the nominations of pods a ready node has no room left for (env NOMINATION_CHECK_INTERVAL)")
-	fs.Float64Var(&c.VMMemoryOverhead, "vm-memory-overhead-percent", service.EnvFloat("VM_MEMORY_OVERHEAD_PERCENT", scheduling.VMMemoryOverhead),
-		"share of an instance's memory the hypervisor and kernel keep, as a fraction: 0.075 is 7.5% (env VM_MEMORY_OVERHEAD_PERCENT)")
+	scheduling.VMOverheadFlag(fs, &c.VMMemoryOverhead, service.EnvFloat)
 	fs.DurationVar(&c.DisruptionInterval, "disruption-interval", service.EnvDuration("DISRUPTION_INTERVAL", 5*time.Second),
 		"how often the leader looks for nodes to consolidate and drifted nodes to replace (env DISRUPTION_INTERVAL)")
 	fs.Float64Var(&c.MinSavings, "consolidation-min-savings", service.EnvFloat("CONSOLIDATION_MIN_SAVINGS", 0.05),
@@ -107,8 +106,8 @@ func parseConfig(args []string) (config, error) {
 	if c.MaxInstanceTypes < 1 || c.MaxInstanceTypes > 60 {
 		errs = append(errs, errors.New("--max-instance-types must be between 1 and 60"))
 	}
-	if c.VMMemoryOverhead < 0 || c.VMMemoryOverhead >= 1 {
-		errs = append(errs, errors.New("--vm-memory-overhead-percent must be a fraction from 0 to below 1 (0.075 is 7.5%)"))
+	if err := scheduling.ValidVMOverhead(c.VMMemoryOverhead); err != nil {
+		errs = append(errs, err)
 	}
 	if c.DisruptionInterval <= 0 || c.ReplacementTimeout <= 0 || c.ConsolidationValidation < 0 {
 		errs = append(errs, errors.New("--disruption-interval and --replacement-timeout must be positive, --consolidation-validation not negative"))

@@ -46,8 +46,8 @@ func TestInstanceTypeOptions(t *testing.T) {
 		"gone":  {Name: "gone", Offerings: []scheduling.Offering{offer("z2", "on-demand", 0.01)}},
 	}
 	unavailable := []scheduling.OfferingKey{{InstanceType: "small", Zone: "z1", CapacityType: "spot"}}
-	got := instanceTypeOptions([]string{"small", "large", "gone", "unknown"}, types, set([]string{"z1"}),
-		set([]string{"spot", "on-demand"}), unavailable)
+	got := instanceTypeOptions([]string{"small", "large", "gone", "unknown"}, types, []string{"z1"},
+		[]string{"spot", "on-demand"}, unavailable)
 	require.Len(t, got, 2, "a type with no allowed offering, or not in the catalog, is left out")
 	assert.Equal(t, "large", got[0].GetName(), "ordered by cheapest allowed offering")
 	assert.Equal(t, []float64{0.03, 0.20}, prices(got[0]))

@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/fleetwright/fleetwright/pkg/clock"
 )
 
 // errFenced is what a write returns when this replica no longer holds the scheduler Lease, or
@@ -24,6 +30,7 @@ var errFenced = errors.New("not written: this replica no longer holds the schedu
 // deadline), the same point at which the elector itself steps down.
 type leaseHold struct {
 	identity string
+	lease    string        // <namespace>/<name> of the Lease
 	validFor time.Duration // the renew deadline
 	now      func() time.Time
 
@@ -31,10 +38,68 @@ type leaseHold struct {
 	term    uint64    // counts the times this replica started leading
 	leading bool      // between OnStartedLeading and OnStoppedLeading
 	renewed time.Time // when the last successful create or renewal of the lease was sent
+	// transitions is the Lease's leaseTransitions in this replica's last write of it, and
+	// termTransitions its value when the current term began: with the identity, the term as
+	// the API server's fence knows it.
+	transitions, termTransitions int32
+	writes                       uint64 // stamped writes, so each stamp differs from the last
 }
 
-func newLeaseHold(identity string, validFor time.Duration) *leaseHold {
-	return &leaseHold{identity: identity, validFor: validFor, now: time.Now}
+func newLeaseHold(identity, lease string, validFor time.Duration) *leaseHold {
+	return &leaseHold{identity: identity, lease: lease, validFor: validFor, now: time.Now}
+}
+
+// termAnnotation carries, on every NodeClaim the scheduler creates or changes, the Lease term
+// the write was made in: <lease namespace>/<lease name>/<holder>/<leaseTransitions>/<write>.
+// The API server refuses a write whose term is not the Lease's current one
+// (deploy/base/scheduler/fence.yaml), so a deposed leader's write that reaches it late, after
+// a standby took over, does not land: the fence holds on the server, not only here.
+const termAnnotation = "fleetwright.io/scheduler-term"
+
+// stamp is the term annotation's value for one write of ctx's term.
+func (h *leaseHold) stamp(ctx context.Context) string {
+	term, _ := ctx.Value(termKey{}).(uint64)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.writes++
+	if term != h.term {
+		// An earlier term's work (fence has refused it already): a stamp no Lease matches.
+		return fmt.Sprintf("%s/%s/stale/%d", h.lease, h.identity, h.writes)
+	}
+	return fmt.Sprintf("%s/%s/%d/%d", h.lease, h.identity, h.termTransitions, h.writes)
+}
+
+// termRefused reports whether the API server refused a write for its term (the fence policy's
+// message).
+func termRefused(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "written in scheduler term")
+}
+
+// retryTerm makes a stamped write, again for a second at most while the API server refuses its
+// term and this replica's hold is fresh: the server's view of the Lease can be a moment behind
+// the write that began the term. A deposed replica's hold is not fresh: its refusal is final.
+func (s *scheduler) retryTerm(ctx context.Context, write func() error) error {
+	for try := 0; ; try++ {
+		err := write()
+		if err == nil || try == 10 || !termRefused(err) {
+			return err
+		}
+		if _, why := s.lease.until(ctx); why != "" || !clock.Sleep(ctx, 100*time.Millisecond) {
+			return err
+		}
+	}
+}
+
+// stampPatch adds the write's term to a merge patch of a NodeClaim's metadata.
+func stampPatch(patch []byte, stamp string) ([]byte, error) {
+	var p map[string]any
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, fmt.Errorf("stamping patch: %w", err)
+	}
+	if err := unstructured.SetNestedField(p, stamp, "metadata", "annotations", termAnnotation); err != nil {
+		return nil, fmt.Errorf("stamping patch: %w", err)
+	}
+	return json.Marshal(p)
 }
 
 // termKey carries, in the leader's work context, the term it was started for.
@@ -46,6 +111,7 @@ func (h *leaseHold) started(ctx context.Context) context.Context {
 	defer h.mu.Unlock()
 	h.term++
 	h.leading = true
+	h.termTransitions = h.transitions
 	return context.WithValue(ctx, termKey{}, h.term)
 }
 
@@ -108,6 +174,7 @@ func (l *heldLock) wrote(r resourcelock.LeaderElectionRecord, sent time.Time, er
 	defer l.h.mu.Unlock()
 	if err == nil && r.HolderIdentity == l.h.identity && sent.After(l.h.renewed) {
 		l.h.renewed = sent
+		l.h.transitions = int32(r.LeaderTransitions)
 	}
 }
 

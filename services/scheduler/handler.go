@@ -141,7 +141,7 @@ func (s *scheduler) fail(span trace.Span, outcome string, err error) {
 	s.metrics.batches.WithLabelValues(outcome).Inc()
 }
 
-// provisionable returns the batch's pods that still need capacity, as projected in the batch,
+// provisionable returns the batch's pods that still need capacity, projected from the cached Pods,
 // and judged by the informer cache: still pending, not nominated to a NodeClaim that exists, each pod once. Alongside, the
 // Kubernetes pods by UID for annotating and events. The cache may lag the pod-watcher's: a pod
 // the cache does not show as pending yet (absent, or not yet marked unschedulable) is waited
@@ -185,11 +185,12 @@ func (s *scheduler) provisionable(ctx context.Context, batch *podsv1.PendingPodB
 	if ended > 0 {
 		s.rt.Log.Info().Ctx(ctx).Str("batch", batch.GetBatchId()).Msgf("scheduling %d pod(s) again: their nomination ended (see their FailedScheduling events)", ended)
 	}
-	// The pods are solved as pod-watcher projected them: the cache only said which still need room.
+	// The pods are solved as the API server has them (the cache, projected as pod-watcher
+	// projects them), not as the message says: a batch names pods, it does not define them.
 	var out []scheduling.Pod
 	for _, p := range order {
-		if kube[p.GetUid()] != nil {
-			out = append(out, corePod(p))
+		if pod := kube[p.GetUid()]; pod != nil {
+			out = append(out, corePod(podproj.Project(pod, s.cluster.Volumes)))
 		}
 	}
 	return out, kube, awaited

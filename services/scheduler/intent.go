@@ -1,7 +1,6 @@
 package main
 
 import (
-	"sort"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -9,7 +8,6 @@ import (
 
 	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
-	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 )
@@ -56,43 +54,24 @@ func launchIntent(src intentSource) *launchv1.LaunchIntent {
 		in.CapacityTypes = append(in.CapacityTypes, offerings.CapacityType(ct))
 	}
 	in.InstanceTypes = instanceTypeOptions(requirementValues(c.Requirements, scheduling.LabelInstanceType),
-		src.types, set(zones), set(capacityTypes), src.unavailable)
+		src.types, zones, capacityTypes, src.unavailable)
 	return in
 }
 
-func instanceTypeOptions(names []string, types map[string]*scheduling.InstanceType, zones, capacityTypes map[string]bool,
+// instanceTypeOptions is offerings.Options over the scheduler's catalog.
+func instanceTypeOptions(names []string, types map[string]*scheduling.InstanceType, zones, capacityTypes []string,
 	unavailable []scheduling.OfferingKey) []*launchv1.InstanceTypeOption {
 	avoid := make(map[scheduling.OfferingKey]bool, len(unavailable))
 	for _, k := range unavailable {
 		avoid[k] = true
 	}
-	var out []*launchv1.InstanceTypeOption
-	for _, name := range names {
+	return offerings.Options(names, func(name string) ([]scheduling.Offering, bool) {
 		t, ok := types[name]
 		if !ok {
-			continue
+			return nil, false
 		}
-		opt := &launchv1.InstanceTypeOption{Name: name}
-		for _, o := range t.Offerings {
-			if !o.Available || !zones[o.Zone] || !capacityTypes[o.CapacityType] ||
-				avoid[scheduling.OfferingKey{InstanceType: name, Zone: o.Zone, CapacityType: o.CapacityType}] {
-				continue
-			}
-			opt.Offerings = append(opt.Offerings, &catalogv1.Offering{Zone: o.Zone, CapacityType: offerings.CapacityType(o.CapacityType),
-				PriceUsdPerHour: o.PriceUSDPerHour, Available: true})
-		}
-		if len(opt.Offerings) == 0 {
-			continue
-		}
-		sort.SliceStable(opt.Offerings, func(i, j int) bool {
-			return opt.Offerings[i].PriceUsdPerHour < opt.Offerings[j].PriceUsdPerHour
-		})
-		out = append(out, opt)
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		return out[i].Offerings[0].PriceUsdPerHour < out[j].Offerings[0].PriceUsdPerHour
-	})
-	return out
+		return t.Offerings, true
+	}, zones, capacityTypes, avoid)
 }
 
 // requirementValues returns the values of the key's In requirement.
@@ -103,14 +82,6 @@ func requirementValues(reqs []*commonv1.NodeSelectorRequirement, key string) []s
 		}
 	}
 	return nil
-}
-
-func set(values []string) map[string]bool {
-	m := make(map[string]bool, len(values))
-	for _, v := range values {
-		m[v] = true
-	}
-	return m
 }
 
 func taints(ts []corev1.Taint) []*commonv1.Taint {

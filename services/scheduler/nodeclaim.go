@@ -24,6 +24,7 @@ import (
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/faultpoint"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
@@ -47,10 +48,7 @@ type claimState struct {
 }
 
 func claimStateOf(nc *karpv1.NodeClaim) claimState {
-	pool := nc.Labels[karpv1.NodePoolLabelKey]
-	if pool == "" {
-		pool = nc.Labels[scheduling.LabelProvisionerName]
-	}
+	pool := clusterstate.PoolOf(nc.Labels)
 	c := claimState{
 		claimView: claimView{Name: nc.Name, UID: string(nc.UID), NodePool: pool, BatchID: nc.Annotations[batchAnnotation], NodeClassRef: nodeClassRef(nc.Spec.NodeClassRef),
 			Labels: nc.Labels, Taints: nc.Spec.Taints, StartupTaints: nc.Spec.StartupTaints, Requests: nc.Spec.Resources.Requests},
@@ -315,7 +313,14 @@ func (s *scheduler) createClaim(ctx context.Context, c scheduling.NodeClaim, p p
 		return nil, err
 	}
 	defer done()
-	u, err := s.claims.Create(wctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	if err := unstructured.SetNestedField(obj, s.lease.stamp(wctx), "metadata", "annotations", termAnnotation); err != nil {
+		return nil, fmt.Errorf("stamping nodeclaim: %w", err)
+	}
+	var u *unstructured.Unstructured
+	err = s.retryTerm(wctx, func() (err error) {
+		u, err = s.claims.Create(wctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+		return err
+	})
 	if err = s.cut(wctx, "nodeclaim", err); errors.Is(err, errFenced) {
 		span.SetStatus(codes.Error, err.Error())
 		return nil, err
@@ -345,7 +350,14 @@ func (s *scheduler) nominateTo(ctx context.Context, claim string, pods []*corev1
 		return err
 	}
 	defer done()
-	_, err = s.claims.Patch(wctx, claim, types.MergePatchType, podproj.NominationPatch(noms), metav1.PatchOptions{})
+	patch, err := stampPatch(podproj.NominationPatch(noms), s.lease.stamp(wctx))
+	if err != nil {
+		return err
+	}
+	err = s.retryTerm(wctx, func() error {
+		_, err := s.claims.Patch(wctx, claim, types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
 	if err = s.cut(wctx, "nomination", err); errors.Is(err, errFenced) {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -36,6 +37,8 @@ type apiProxy struct {
 type forwarded struct {
 	at           time.Time
 	method, path string
+	status       int  // the API server's answer
+	late         bool // forwarded after its client had given up (rule.late)
 }
 
 // rule acts on the requests it matches while it is on: it fails them (status) or holds them
@@ -47,7 +50,11 @@ type rule struct {
 	spare atomic.Int32
 	// lost forwards the request and answers status instead of the API server's answer: the
 	// write happened, its answer was lost (an API server restarting mid-request).
-	lost    bool
+	lost bool
+	// late forwards a held request when the rule is turned off even if its client gave up
+	// meanwhile, as a request delayed on the network reaches the server after its sender
+	// stopped waiting.
+	late    bool
 	on      atomic.Bool
 	hits    atomic.Int32 // requests it held or failed
 	release chan struct{}
@@ -90,6 +97,7 @@ func newAPIProxy(e *env) *apiProxy {
 		p.mu.Lock()
 		rules := append([]*rule(nil), p.rules...)
 		p.mu.Unlock()
+		late := false
 		for _, r := range rules {
 			if !r.on.Load() || !r.match(req) || r.spare.Add(-1) >= 0 {
 				continue
@@ -105,15 +113,31 @@ func newAPIProxy(e *env) *apiProxy {
 			select {
 			case <-r.release:
 			case <-req.Context().Done():
-				return // the client gave up: nothing reaches the API server
+				if !r.late {
+					return // the client gave up: nothing reaches the API server
+				}
+				<-r.release
+				late = true
+				req = req.WithContext(context.WithoutCancel(req.Context()))
 			}
 		}
-		if req.Method != http.MethodGet {
-			p.mu.Lock()
-			p.writes = append(p.writes, forwarded{at: time.Now(), method: req.Method, path: req.URL.Path})
-			p.mu.Unlock()
+		if req.Method == http.MethodGet {
+			rp.ServeHTTP(w, req) // reads and watches stream
+			return
 		}
-		rp.ServeHTTP(w, req)
+		// A write's answer is recorded, then passed on (unless nobody waits for it).
+		rec := httptest.NewRecorder()
+		rp.ServeHTTP(rec, req)
+		p.mu.Lock()
+		p.writes = append(p.writes, forwarded{at: time.Now(), method: req.Method, path: req.URL.Path, status: rec.Code, late: late})
+		p.mu.Unlock()
+		if !late {
+			for k, vs := range rec.Header() {
+				w.Header()[k] = vs
+			}
+			w.WriteHeader(rec.Code)
+			_, _ = w.Write(rec.Body.Bytes())
+		}
 	}))
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["proxy"] = &clientcmdapi.Cluster{Server: p.srv.URL}

@@ -58,7 +58,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 		claims: dyn.Resource(clusterstate.NodeClaims), recorder: rt.Events}
 	s.unavailable = offerings.NewUnavailable(s.now)
 	s.recent = newRecent(s.now)
-	s.lease = newLeaseHold(cfg.Identity, cfg.RenewDeadline)
+	s.lease = newLeaseHold(cfg.Identity, cfg.Namespace+"/"+leaseName, cfg.RenewDeadline)
 	s.podEvents = newLastPodEvents(s.now)
 	if _, err := cl.Pods.AddEventHandler(s.podEvents.handler()); err != nil {
 		return fmt.Errorf("watching pods: %w", err)
@@ -92,6 +92,7 @@ func (s *scheduler) run(ctx context.Context) error {
 		return err
 	}
 	s.catalog = &instanceTypes{watch: watch}
+	s.unavailable.CheckWith(offerings.InCatalog(watch))
 	sim, err := s.serveSimulate(ctx)
 	if err != nil {
 		return err

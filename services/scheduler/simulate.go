@@ -116,7 +116,7 @@ func simulateResponse(plan scheduling.Plan, v view, refs map[string]*commonv1.Po
 	resp := &schedulerv1.SimulateResponse{PriceUsdPerHour: plan.CostUSDPerHour(), AnsweredBy: identity}
 	for _, c := range plan.NodeClaims {
 		sc := &schedulerv1.SimulatedNodeClaim{NodePoolName: c.NodePool, PriceUsdPerHour: c.PriceUSDPerHour}
-		for _, opt := range instanceTypeOptions(c.InstanceTypes, v.byName, set(c.Zones), set(c.CapacityTypes), unavailable) {
+		for _, opt := range instanceTypeOptions(c.InstanceTypes, v.byName, c.Zones, c.CapacityTypes, unavailable) {
 			sc.InstanceTypes = append(sc.InstanceTypes, &schedulerv1.SimulatedInstanceType{Name: opt.GetName(), Offerings: opt.GetOfferings()})
 		}
 		for _, uid := range c.PodUIDs {

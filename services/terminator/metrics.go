@@ -14,6 +14,7 @@ type metrics struct {
 	interruptions *prometheus.CounterVec
 	decisions     *prometheus.CounterVec
 	orphans       prometheus.Counter
+	orphansKept   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,6 +33,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			"SQS interruption messages by kind (spot_interruption, rebalance_recommendation, scheduled_change, state_change, unknown).", "kind"),
 		decisions: f.CounterVec("fleetwright_terminator_decisions_total", "Termination intents published, by reason.", "reason"),
 		orphans:   f.Counter("fleetwright_terminator_orphans_terminated_total", "Instances tagged as this cluster's that no NodeClaim owned, terminated."),
+		orphansKept: f.Gauge("fleetwright_terminator_orphans_kept", "Instances tagged as this cluster's that no NodeClaim owns, kept at the last garbage collection because "+
+			"a registered Node runs on them (delete the Node to end one)."),
 	}
 }
 

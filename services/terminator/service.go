@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/sdkhttp"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -26,6 +27,9 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	if err != nil {
 		return fmt.Errorf("loading AWS configuration: %w", err)
 	}
+	// Wrapped once configured: the configuration sets up the SDK's own client (a custom CA
+	// bundle needs it unwrapped), sdkhttp only guards its request bodies.
+	awsCfg.HTTPClient = sdkhttp.Client(awsCfg.HTTPClient)
 	k, err := newKube(rt, cfg.RegistrationTTL)
 	if err != nil {
 		return err

@@ -26,6 +26,7 @@ import (
 //	GET  /_emu/launch-templates  → [LaunchTemplateInfo]
 //	GET  /_emu/instance-profiles → [InstanceProfileInfo]
 //	GET  /_emu/roles             → [role name]
+//	POST /_emu/consistency {"describeDelay":"20s"}  instances and tag changes show in DescribeInstances that late
 //	POST /_emu/reset      forget instances, templates, queues' messages, parameters put, faults and calls; IAM back to its seed
 const adminPrefix = "/_emu/"
 
@@ -35,6 +36,11 @@ type InterruptRequest struct {
 	InstanceID string `json:"instanceId"`
 	State      string `json:"state,omitempty"`
 	Notice     string `json:"notice,omitempty"`
+}
+
+// ConsistencyRequest is the wire form of SetDescribeDelay: a Go duration string.
+type ConsistencyRequest struct {
+	DescribeDelay string `json:"describeDelay"`
 }
 
 // SetCapacity adds a capacity rule (see CapacityRule); capacity 0 makes the pools it matches
@@ -126,6 +132,17 @@ func (e *Emulator) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		writeAdminResult(w, e.Interrupt(Interruption{Kind: in.Kind, InstanceID: in.InstanceID, State: in.State, Notice: notice}))
+	case "POST consistency":
+		var c ConsistencyRequest
+		if !decode(&c) {
+			return
+		}
+		d, err := time.ParseDuration(c.DescribeDelay)
+		if err != nil {
+			writeAdmin(w, http.StatusBadRequest, fmt.Errorf("decoding describeDelay: %w", err))
+			return
+		}
+		writeAdminResult(w, e.SetDescribeDelay(d))
 	case "POST parameters":
 		var p Parameter
 		if decode(&p) {

@@ -44,6 +44,10 @@ type Config struct {
 	NodeDeletionDelay   time.Duration // terminated → Node deleted; default 5s
 	SpotNotice          time.Duration // spot interruption warning → termination; default 2m
 	TerminatedRetention time.Duration // terminated instances stay visible this long; default 1h
+	// DescribeDelay is how long after it exists an instance, or a change of its tags, shows in
+	// DescribeInstances, as EC2's eventual consistency has it (consistency.go); default 0:
+	// at once.
+	DescribeDelay time.Duration
 
 	// PoolCapacity is how many instances each pool (type × zone × capacity type) can hold at
 	// once unless the admin API says otherwise; default 100.

@@ -75,12 +75,12 @@ var instanceFields = fieldFilters[*instance]{
 	"vpc-id": nil, // replaced in init: needs the world
 }
 
-func (e *Emulator) instanceXML(i *instance) instanceXML {
+func (e *Emulator) instanceXML(i *instance, now time.Time) instanceXML {
 	x := instanceXML{
 		InstanceID: i.ID, ImageID: i.ImageID, State: stateOf(i.State), PrivateDNSName: i.PrivateDNS,
 		InstanceType: i.Type, LaunchTime: i.LaunchTime.Format(time.RFC3339), Zone: i.Zone, Tenancy: "default",
 		SubnetID: i.SubnetID, VpcID: e.world.vpcID, PrivateIP: i.PrivateIP, RootDeviceType: "ebs",
-		VirtualizationType: "hvm", Hypervisor: "xen", Tags: slices.Clone(i.Tags),
+		VirtualizationType: "hvm", Hypervisor: "xen", Tags: slices.Clone(i.shownTags(now)),
 	}
 	if t, ok := e.world.instanceType(i.Type); ok && t.Arch == "arm64" {
 		x.Architecture = "arm64"
@@ -140,11 +140,12 @@ func (e *Emulator) describeInstances(req *ec2Request) (requestIDSetter, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.advanceLocked()
+	now := e.cfg.Clock.Now()
 	var matched []*instance
 	if len(ids) > 0 {
 		for _, id := range ids {
 			inst, ok := e.instances[id]
-			if !ok {
+			if !ok || !inst.shown(now) {
 				return nil, errNotFound("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", id)
 			}
 			matched = append(matched, inst)
@@ -152,9 +153,12 @@ func (e *Emulator) describeInstances(req *ec2Request) (requestIDSetter, error) {
 	} else {
 		matched = e.order
 	}
-	tags := func(i *instance) []Tag { return i.Tags }
+	tags := func(i *instance) []Tag { return i.shownTags(now) }
 	var hits []*instance
 	for _, inst := range matched {
+		if !inst.shown(now) {
+			continue
+		}
 		if ok, _ := matchFilters(inst, fs, fields, tags); ok {
 			hits = append(hits, inst)
 		}
@@ -164,7 +168,7 @@ func (e *Emulator) describeInstances(req *ec2Request) (requestIDSetter, error) {
 	for _, inst := range hits[from:to] {
 		out.Reservations = append(out.Reservations, reservationXML{
 			ReservationID: "r-" + strings.TrimPrefix(inst.ID, "i-"), OwnerID: e.cfg.AccountID,
-			Instances: []instanceXML{e.instanceXML(inst)},
+			Instances: []instanceXML{e.instanceXML(inst, now)},
 		})
 	}
 	return out, nil
@@ -245,6 +249,7 @@ func (e *Emulator) createTags(req *ec2Request) (requestIDSetter, error) {
 	for _, id := range ids {
 		if inst, ok := e.instances[id]; ok {
 			inst.Tags = setTags(inst.Tags, tags)
+			e.noteTagsLocked(inst)
 		}
 		if lt, ok := e.templates[id]; ok {
 			lt.Tags = setTags(lt.Tags, tags)
@@ -285,6 +290,7 @@ func (e *Emulator) deleteTags(req *ec2Request) (requestIDSetter, error) {
 		switch {
 		case e.instances[id] != nil:
 			e.instances[id].Tags = keep(e.instances[id].Tags)
+			e.noteTagsLocked(e.instances[id])
 		case e.templates[id] != nil:
 			e.templates[id].Tags = keep(e.templates[id].Tags)
 		case strings.HasPrefix(id, "i-"):

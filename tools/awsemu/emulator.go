@@ -46,8 +46,11 @@ type Emulator struct {
 	firing       time.Time // due time of the timer being run, zero outside timers
 	calls        []Call
 	throttle     throttleState
-	roles        map[string]*iamRole         // IAM, by name (iam.go)
-	profiles     map[string]*instanceProfile // IAM, by name
+	// describeDelay is how long after it exists an instance or a tag shows in DescribeInstances
+	// (consistency.go).
+	describeDelay time.Duration
+	roles         map[string]*iamRole         // IAM, by name (iam.go)
+	profiles      map[string]*instanceProfile // IAM, by name
 }
 
 // New builds an emulator from cfg (defaults filled in) with its interruption queue created.
@@ -79,6 +82,7 @@ func (e *Emulator) resetLocked() {
 	e.timers = nil
 	e.calls = nil
 	e.throttle = throttleState{}
+	e.describeDelay = e.cfg.DescribeDelay
 	e.createQueueLocked(e.cfg.InterruptionQueue, nil)
 	e.seedIAMLocked()
 }

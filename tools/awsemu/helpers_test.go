@@ -7,12 +7,15 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetwright/fleetwright/pkg/sdkhttp"
 )
 
 // env is one emulator behind a real HTTP server with real SDK clients pointed at it.
@@ -20,7 +23,7 @@ type env struct {
 	emu   *Emulator
 	clock *ManualClock
 	url   string
-	ec2   *ec2.Client // default retries: the SDK retries net.ErrClosed (aws-sdk-go-v2#2737)
+	ec2   *ec2.Client // default retries
 	sqs   *sqs.Client
 	ssm   *ssm.Client
 	// ec2Once makes one attempt, for error paths the SDK would retry (throttling).
@@ -35,6 +38,7 @@ func sdkConfig(url string, attempts int) aws.Config {
 		Credentials:      credentials.NewStaticCredentialsProvider("AKIDEMULATOR", "secret", ""),
 		RetryMaxAttempts: attempts,
 		BaseEndpoint:     aws.String(url),
+		HTTPClient:       sdkhttp.Client(awshttp.NewBuildableClient()), // as the services' (sdkhttp_test.go)
 	}
 }
 

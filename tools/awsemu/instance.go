@@ -70,6 +70,10 @@ type instance struct {
 	InstanceProfile                                 string // from the launch template
 	Context                                         string // the fleet's
 	gone                                            bool   // dropped after retention
+	// visibleAt and tagViews are what DescribeInstances shows of it when describes lag
+	// (consistency.go); zero and nil: everything, at once.
+	visibleAt time.Time
+	tagViews  []tagView
 }
 
 func (i *instance) pool() Pool {
@@ -112,6 +116,7 @@ func (e *Emulator) launchLocked(inst *instance) {
 	e.instances[inst.ID] = inst
 	e.order = append(e.order, inst)
 	e.used[inst.pool()]++
+	e.hideLocked(inst)
 	e.afterLocked(e.cfg.BootDelay, func() {
 		if inst.State != StatePending {
 			return

@@ -196,6 +196,11 @@ var schemaCases = []schemaCase{
 	{"ec2nodeclass: hop limit 65", ec2NodeClass, set("spec.metadataOptions", `{"httpPutResponseHopLimit":65}`), "should be less than or equal to 64"},
 	{"ec2nodeclass: two root volumes", ec2NodeClass, set("spec.blockDeviceMappings", `[{"deviceName":"/dev/xvda","rootVolume":true},{"deviceName":"/dev/xvdb","rootVolume":true}]`), "must have only one blockDeviceMappings with rootVolume"},
 	{"ec2nodeclass: unknown kubelet reservation", ec2NodeClass, set("spec.kubelet", `{"systemReserved":{"gpu":"1"}}`), "valid keys for systemReserved"},
+	// Issue 31, item 7: every kubelet map's keys are the kubelet's own (they reach AL2's
+	// --kubelet-extra-args), Karpenter's signal names.
+	{"ec2nodeclass: eviction maps with Karpenter's signals", ec2NodeClass, set("spec.kubelet", `{"evictionHard":{"memory.available":"5%"},"evictionSoft":{"nodefs.available":"10%"},"evictionSoftGracePeriod":{"nodefs.available":"1m"}}`), ""},
+	{"ec2nodeclass: unknown soft grace period signal", ec2NodeClass, set("spec.kubelet", `{"evictionSoftGracePeriod":{"memory.available --v=9":"1m"}}`), "valid keys for evictionSoftGracePeriod"},
+	{"ec2nodeclass: unknown hard eviction signal", ec2NodeClass, set("spec.kubelet", `{"evictionHard":{"gpu.available":"5%"}}`), "valid keys for evictionHard"},
 	// Provisioner
 	{"provisioner: valid base", provisionerObj, func(map[string]any) {}, ""},
 	{"provisioner: inline provider kept", provisionerObj, func(m map[string]any) {
@@ -204,6 +209,11 @@ var schemaCases = []schemaCase{
 	}, ""},
 	{"provisioner: containerd", provisionerObj, set("spec.kubeletConfiguration", `{"containerRuntime":"containerd"}`), ""},
 	{"provisioner: dockerd", provisionerObj, set("spec.kubeletConfiguration", `{"containerRuntime":"dockerd"}`), "Fleetwright nodes run containerd"},
+	{"provisioner: eviction maps with Karpenter's signals", provisionerObj, set("spec.kubeletConfiguration", `{"evictionHard":{"memory.available":"5%"},"evictionSoft":{"nodefs.available":"10%"},"evictionSoftGracePeriod":{"nodefs.available":"1m"},"systemReserved":{"cpu":"100m"}}`), ""},
+	{"provisioner: unknown hard eviction signal", provisionerObj, set("spec.kubeletConfiguration", `{"evictionHard":{"memory.available --v=9":"5%"}}`), "valid keys for evictionHard"},
+	{"provisioner: unknown soft eviction signal", provisionerObj, set("spec.kubeletConfiguration", `{"evictionSoft":{"gpu.available":"5%"}}`), "valid keys for evictionSoft"},
+	{"provisioner: unknown soft grace period signal", provisionerObj, set("spec.kubeletConfiguration", `{"evictionSoftGracePeriod":{"x":"1m"}}`), "valid keys for evictionSoftGracePeriod"},
+	{"provisioner: unknown reservation", provisionerObj, set("spec.kubeletConfiguration", `{"kubeReserved":{"gpu":"1"}}`), "valid keys for kubeReserved"},
 	// AWSNodeTemplate
 	{"awsnodetemplate: valid base", awsNodeTemplate, func(map[string]any) {}, ""},
 	{"awsnodetemplate: own launch template", awsNodeTemplate, set("spec.launchTemplate", `"my-template"`), "launchTemplate is not supported"},

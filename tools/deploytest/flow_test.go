@@ -28,7 +28,7 @@ import (
 func busAs(t *testing.T, ctx context.Context, serverURL, user, password string, logs *bustest.Buffer) *bus.Conn {
 	t.Helper()
 	log := zerolog.New(logs).With().Str("user", user).Logger()
-	c, err := bus.Connect(ctx, bus.Config{URL: serverURL, User: user, Password: password, Name: user, Logger: &log, Registerer: prometheus.NewRegistry()})
+	c, err := bus.Connect(ctx, bus.Config{URL: serverURL, User: user, Password: password, Name: user, InboxPrefix: subject.Inbox(user), Logger: &log, Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	require.NoError(t, c.EnsureOwnStreams(ctx, user), "%s ensures its streams at start", user)

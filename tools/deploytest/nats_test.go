@@ -101,10 +101,15 @@ func (a *asyncErrors) violations() []string {
 	return out
 }
 
+// connectAs connects as a user, a service's with the service's inbox prefix.
 func connectAs(t *testing.T, url, user, password string) (*nats.Conn, *asyncErrors) {
 	t.Helper()
 	errs := &asyncErrors{}
-	nc, err := nats.Connect(url, nats.UserInfo(user, password), nats.ErrorHandler(errs.handler))
+	opts := []nats.Option{nats.UserInfo(user, password), nats.ErrorHandler(errs.handler)}
+	if user != "audit" {
+		opts = append(opts, nats.CustomInboxPrefix(subject.Inbox(user))) // as pkg/service connects
+	}
+	nc, err := nats.Connect(url, opts...)
 	require.NoError(t, err, "connecting as %s", user)
 	t.Cleanup(nc.Close)
 	return nc, errs
@@ -291,4 +296,38 @@ func TestSimulateRequestReplyPermissions(t *testing.T) {
 		require.Error(t, err, "%s may not ask for a simulation", user)
 		require.Eventually(t, func() bool { return len(errs.violations()) > 0 }, 5*time.Second, 10*time.Millisecond, user)
 	}
+}
+
+// Issue 31, item 6: each service's replies arrive on an inbox only its own user may read. A
+// service does its JetStream work through its inbox; the pod-watcher's credentials may not
+// subscribe to every inbox (_INBOX.>) nor to the launcher's, and read none of the launcher's
+// replies.
+func TestServiceInboxesArePrivate(t *testing.T) {
+	url, pw := shippedServer(t)
+	spy, spyErrs := connectAs(t, url, "pod-watcher", pw["pod-watcher"])
+	for _, subj := range []string{"_INBOX.>", subject.Inbox(subject.Launcher) + ".>", ">"} {
+		_, err := spy.SubscribeSync(subj)
+		require.NoError(t, err)
+		require.NoError(t, spy.Flush())
+		require.Eventually(t, func() bool { return strings.Contains(strings.Join(spyErrs.violations(), "\n"), subj) },
+			5*time.Second, 10*time.Millisecond, "the pod-watcher's user subscribed to %s without a permissions violation", subj)
+	}
+	// The launcher's JetStream work is answered on its own inbox, and the pod-watcher's
+	// subscriptions see none of it.
+	ensureStreams(t, url, pw)
+	own, err := spy.SubscribeSync(subject.Inbox(subject.PodWatcher) + ".>")
+	require.NoError(t, err)
+	require.NoError(t, spy.Flush())
+	launcher, launcherErrs := connectAs(t, url, "launcher", pw["launcher"])
+	js, err := jetstream.New(launcher)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = js.Publish(ctx, subject.DefaultPrefix.Of(subject.LaunchResults), []byte("result"))
+	require.NoError(t, err, "the launcher's PubAck arrives on its inbox")
+	_, err = js.Stream(ctx, subject.DefaultPrefix.Stream(subject.StreamLaunch))
+	require.NoError(t, err, "the launcher's JetStream API answer arrives on its inbox")
+	assert.Empty(t, launcherErrs.violations())
+	_, err = own.NextMsg(300 * time.Millisecond)
+	assert.ErrorIs(t, err, nats.ErrTimeout, "the pod-watcher's own inbox saw nothing of the launcher's")
 }

@@ -116,9 +116,14 @@ func readStream(stream string) []string {
 	}
 }
 
-// inbox is where JetStream API replies, PubAcks, pushed KV watch messages and request replies
-// arrive.
-const inbox = "_INBOX.>"
+// inboxOf is where JetStream API replies, PubAcks, pushed KV watch messages and request
+// replies arrive for a service: its own inbox prefix (subject.Inbox, set by pkg/service), so
+// no other service's user can read them.
+func inboxOf(service string) string { return subject.Inbox(service) + ".>" }
+
+// auditInbox is the operator CLI's: nats.go's default prefix. The audit user reads every
+// Fleetwright subject anyway; the services' replies are not under it.
+const auditInbox = "_INBOX.>"
 
 // NATSUsers is the permission table: one user per service plus the audit user (the operator CLI
 // and the audit-stream job). Each service may publish exactly the subjects it produces, plus the
@@ -136,7 +141,7 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 			Name:      "pod-watcher",
 			Comment:   "publishes pending-pod batches and nothing else",
 			Publish:   join([]string{p.Of(subject.PodsPending)}, manageStreams(p, subject.PodWatcher)),
-			Subscribe: []string{inbox},
+			Subscribe: []string{inboxOf(subject.PodWatcher)},
 		},
 		{
 			Name: "scheduler",
@@ -154,7 +159,7 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 				readStream(p.Stream(subject.StreamInterruptions)), readStream(catalogStream(p))),
 			Deny: foreignConsumers(p, "scheduler", []string{p.Stream(subject.StreamPods), p.Stream(subject.StreamOfferings),
 				p.Stream(subject.StreamInterruptions), catalogStream(p)}),
-			Subscribe:      []string{inbox, p.Of(subject.SchedulerSimulate)},
+			Subscribe:      []string{inboxOf(subject.Scheduler), p.Of(subject.SchedulerSimulate)},
 			AllowResponses: true,
 		},
 		{
@@ -171,7 +176,7 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 				readStream(catalogStream(p))),
 			Deny: foreignConsumers(p, "launcher", []string{p.Stream(subject.StreamLaunch), p.Stream(subject.StreamOfferings),
 				catalogStream(p)}),
-			Subscribe: []string{inbox},
+			Subscribe: []string{inboxOf(subject.Launcher)},
 		},
 		{
 			Name: "terminator",
@@ -193,7 +198,7 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 				readStream(p.Stream(subject.StreamLaunch)), readStream(p.Stream(subject.StreamNodes))),
 			Deny: foreignConsumers(p, "terminator", []string{p.Stream(subject.StreamInterruptions), p.Stream(subject.StreamTerminations),
 				p.Stream(subject.StreamLaunch), p.Stream(subject.StreamNodes)}),
-			Subscribe: []string{inbox},
+			Subscribe: []string{inboxOf(subject.Terminator)},
 		},
 		{
 			Name: "audit",
@@ -207,7 +212,7 @@ func NATSUsers(p subject.Prefix) []NATSUser {
 				"$JS.API.STREAM.UPDATE." + AuditStream(p),
 				"$JS.API.STREAM.INFO." + AuditStream(p),
 			}, readStream(AuditStream(p))),
-			Subscribe: []string{p.All(), inbox},
+			Subscribe: []string{p.All(), auditInbox},
 		},
 	}
 }

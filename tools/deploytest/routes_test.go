@@ -39,16 +39,29 @@ func natsPod(t *testing.T, overlay, tlsDir string) (args []string, env map[strin
 	require.NoError(t, yaml.Unmarshal([]byte(field(t, ss, "spec", "template", "spec", "containers", c, "args")), &raw))
 	var vars []struct {
 		Name      string
+		Value     string
 		ValueFrom *struct {
 			SecretKeyRef *struct{ Name, Key string } `yaml:"secretKeyRef"`
 		} `yaml:"valueFrom"`
 	}
 	require.NoError(t, yaml.Unmarshal([]byte(field(t, ss, "spec", "template", "spec", "containers", c, "env")), &vars))
 	env = map[string]string{}
+	expand := regexp.MustCompile(`\$\(([A-Z_]+)\)`)
+	expanded := func(s string) string { // $(VAR) of the variables defined so far, as the kubelet does
+		return expand.ReplaceAllStringFunc(s, func(ref string) string {
+			v, ok := env[ref[2:len(ref)-1]]
+			require.True(t, ok, "%s refers to %s, which the container does not define before it", s, ref)
+			return v
+		})
+	}
 	for _, v := range vars {
-		env[v.Name] = "pw-" + strings.ToLower(v.Name) // URL-safe, as the Secret must be
-		if v.Name == "SERVER_NAME" {
+		switch {
+		case v.Name == "SERVER_NAME":
 			env[v.Name] = "nats-0"
+		case v.ValueFrom != nil:
+			env[v.Name] = "pw-" + strings.ToLower(v.Name) // URL-safe, as the Secret must be
+		default:
+			env[v.Name] = expanded(v.Value)
 		}
 		t.Setenv(v.Name, env[v.Name])
 	}
@@ -72,14 +85,8 @@ func natsPod(t *testing.T, overlay, tlsDir string) (args []string, env map[strin
 		}
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
 	}
-	expand := regexp.MustCompile(`\$\(([A-Z_]+)\)`)
 	for _, a := range raw {
-		a = expand.ReplaceAllStringFunc(a, func(s string) string {
-			v, ok := env[s[2:len(s)-1]]
-			require.True(t, ok, "args refer to %s, which the container does not define", s)
-			return v
-		})
-		args = append(args, strings.Replace(a, "/etc/nats/", dir+"/", 1))
+		args = append(args, strings.Replace(expanded(a), "/etc/nats/", dir+"/", 1))
 	}
 	return args, env
 }
@@ -97,6 +104,11 @@ func configure(t *testing.T, args []string) *server.Options {
 // the Secret fleetwright-nats-routes on the route port, and solicit their three routes with it.
 func TestNATSRoutesAuthenticate(t *testing.T) {
 	args, env := natsPod(t, "local", "")
+	// Issue 31, item 9: the password is read by the configuration from the environment, never
+	// written on nats-server's command line (which /proc/<pid>/cmdline, ps and /varz show).
+	for _, a := range args {
+		require.NotContains(t, a, env["NATS_ROUTE_PASSWORD"], "the route password is on nats-server's command line")
+	}
 	opts := configure(t, args)
 	require.Equal(t, "route", opts.Cluster.Username)
 	require.Equal(t, env["NATS_ROUTE_PASSWORD"], opts.Cluster.Password)

@@ -6,13 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleetwright/fleetwright/tools/e2e"
+	"github.com/fleetwright/fleetwright/tools/e2e/migrate"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,23 +99,7 @@ func TestKarpenterV1Alpha5NodesAreAdopted(t *testing.T) {
 	stopAllInitialized(t, s)
 
 	ctx := context.Background()
-	api := ec2.NewFromConfig(aws.Config{Region: "us-east-1", BaseEndpoint: aws.String(s.EmuURL),
-		Credentials: credentials.NewStaticCredentialsProvider("x", "x", "")})
-	instanceOf := map[string]string{} // node → instance
-	for _, nc := range s.NodeClaims(t) {
-		id := ec2v1.InstanceID(nc.Status.ProviderID)
-		instanceOf[nc.Status.NodeName] = id
-		_, err := api.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: []string{id},
-			Tags: []ec2types.Tag{{Key: aws.String(ec2v1.TagNodeClaim)}, {Key: aws.String(karpv1.NodePoolLabelKey)}}})
-		require.NoError(t, err)
-		_, err = api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id},
-			Tags: []ec2types.Tag{{Key: aws.String("karpenter.sh/provisioner-name"), Value: aws.String("default")}}})
-		require.NoError(t, err)
-		s.Kubectl("patch", "nodeclaim", nc.Name, "--type", "merge", "-p", `{"metadata":{"finalizers":null}}`)
-		s.Kubectl("delete", "nodeclaim", nc.Name, "--wait=true")
-	}
-	require.NotEmpty(t, instanceOf)
-	require.Empty(t, s.NodeClaims(t))
+	instanceOf := migrate.AsKarpenterV1Alpha5(t, s, "default")
 	fleets := s.Calls(t, "CreateFleet")
 
 	for _, name := range withTerminator() {

@@ -107,6 +107,9 @@ func NewStackWith(t testing.TB, opt Options) *Stack {
 			require.NoError(t, err)
 		}
 	}
+	// And the API server fences the scheduler's writes by its Lease, as deployed.
+	_, err = Kubectl(c, "apply", "-f", filepath.Join(Root(t), "deploy", "base", "scheduler", "fence.yaml"))
+	require.NoError(t, err)
 
 	s := &Stack{t: t, Cluster: c, services: map[string]*Service{}, ports: map[string]string{}, opt: opt}
 	if opt.NATSCluster > 1 {

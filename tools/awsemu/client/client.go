@@ -89,6 +89,12 @@ func (c *Client) InterruptWith(ctx context.Context, in awsemu.Interruption) erro
 	return c.do(ctx, http.MethodPost, "interrupt", req, nil)
 }
 
+// SetDescribeDelay makes instances launched, and tags changed, from now on show in
+// DescribeInstances that long after they exist (EC2's eventual consistency); 0 is at once.
+func (c *Client) SetDescribeDelay(ctx context.Context, d time.Duration) error {
+	return c.do(ctx, http.MethodPost, "consistency", awsemu.ConsistencyRequest{DescribeDelay: d.String()}, nil)
+}
+
 // PutParameter creates or overwrites an SSM parameter of the emulated account.
 func (c *Client) PutParameter(ctx context.Context, name, value string) error {
 	return c.do(ctx, http.MethodPost, "parameters", awsemu.Parameter{Name: name, Value: value}, nil)

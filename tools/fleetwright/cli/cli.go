@@ -64,7 +64,8 @@ commands:
   simulate -f FILE            what the workload in FILE (Pods, Deployments, ...) would get now
   tap [--since D] [--stream]  every message as JSON; --since replays the stored history first
   deadletters ls              stored dead letters with their error
-  deadletters replay [SEQ...] publish dead letters again on their original subject
+  deadletters replay [SEQ...] publish dead letters again on their original subject (stored
+                              within --max-age, 1h, unless --force)
   preflight                   whether Fleetwright's CRDs can be applied to this cluster, and what
                               to do first if not (stored versions, conversion webhooks)
   version                     this CLI's version

@@ -76,15 +76,24 @@ func deadLettersLsCmd(ctx context.Context, args []string, stdout, stderr io.Writ
 	return nil
 }
 
+// defaultReplayMaxAge is how old a dead letter replay sends back without --force: an intent
+// older than this was decided on a cluster that has moved on (the claim it names may be
+// another's now, the node it would drain busy again), and the DEADLETTER stream keeps a week.
+const defaultReplayMaxAge = time.Hour
+
 // deadLettersReplayCmd publishes the dead letters with the given sequence numbers (or --all)
 // again on their original subject, with their original headers (trace context, type) and a
-// Nats-Msg-Id of their own, so replaying the same one twice stores it once. The NATS user needs
+// Nats-Msg-Id of their own, so replaying the same one twice stores it once. A dead letter stored
+// longer ago than --max-age is not replayed unless --force is given: each one refused is named
+// on stderr, with why, and the command fails after replaying the others. The NATS user needs
 // the right to publish on the original subject: the services' users have it for their own.
 func deadLettersReplayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o options
 	fs := newFlagSet("deadletters replay", &o, stderr)
 	stream := fs.String("stream", "", "stream the sequence numbers are of (default: the audit stream if there is one, else the DEADLETTER stream)")
-	all := fs.Bool("all", false, "replay every stored dead letter")
+	all := fs.Bool("all", false, "replay every stored dead letter (not older than --max-age)")
+	maxAge := fs.Duration("max-age", defaultReplayMaxAge, "replay only dead letters stored at most `DURATION` ago; older ones are refused unless --force")
+	force := fs.Bool("force", false, "replay dead letters older than --max-age too")
 	pos, err := parse(fs, &o, args)
 	if err != nil {
 		return err
@@ -137,8 +146,15 @@ func deadLettersReplayCmd(ctx context.Context, args []string, stdout, stderr io.
 			letters = append(letters, stored{Stream: srcs[0].stream, Seq: seq, Time: raw.Time, Msg: &nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data}})
 		}
 	}
+	refused := 0
 	for _, l := range letters {
 		d := deadLetterOf(l)
+		if age := time.Since(l.Time); age > *maxAge && !*force {
+			fmt.Fprintf(stderr, "refused %s #%d (%s, stored %s ago, older than --max-age %s): what it asks for was decided on a cluster that has moved on; give --force to replay it anyway\n",
+				l.Stream, l.Seq, d.Subject, age.Round(time.Second), *maxAge)
+			refused++
+			continue
+		}
 		if d.Subject == "" {
 			return fmt.Errorf("%s #%d has no %s header: nowhere to replay it to", l.Stream, l.Seq, bus.HeaderOriginalSubject)
 		}
@@ -161,6 +177,9 @@ func deadLettersReplayCmd(ctx context.Context, args []string, stdout, stderr io.
 			what = "already replayed"
 		}
 		fmt.Fprintf(stdout, "%s %s #%d to %s (%s #%d)\n", what, l.Stream, l.Seq, d.Subject, ack.Stream, ack.Sequence)
+	}
+	if refused > 0 {
+		return fmt.Errorf("%d dead letter(s) older than --max-age %s not replayed (see above; --force replays them)", refused, *maxAge)
 	}
 	return nil
 }

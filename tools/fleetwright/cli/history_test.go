@@ -169,6 +169,49 @@ func TestDeadLettersListAndReplay(t *testing.T) {
 	assert.Contains(t, stderr, "#99")
 }
 
+// Issue 31, item 4: replay refuses a dead letter older than --max-age (default an hour: the
+// DEADLETTER stream keeps a week) and says so, unless --force; --all replays the others.
+func TestDeadLettersReplayRefusesStaleOnesUnlessForced(t *testing.T) {
+	conn, _ := busEnv(t)
+	ctx := context.Background()
+	p := conn.Prefix()
+	for _, name := range []string{"default-old1", "default-old2"} {
+		data, err := proto.Marshal(&launchv1.LaunchIntent{NodeClaimName: name, NodeClaimUid: "uid-" + name})
+		require.NoError(t, err)
+		dl := nats.NewMsg(p.DeadLetter(p.Of(subject.LaunchIntents)))
+		dl.Data = data
+		dl.Header.Set(bus.HeaderType, "fleetwright.launch.v1.LaunchIntent")
+		dl.Header.Set(bus.HeaderError, "creating fleet: throttled")
+		dl.Header.Set(bus.HeaderOriginalSubject, p.Of(subject.LaunchIntents))
+		_, err = conn.JetStream().PublishMsg(ctx, dl)
+		require.NoError(t, err)
+	}
+	sub, err := conn.NATS().SubscribeSync(p.Of(subject.LaunchIntents))
+	require.NoError(t, err)
+	defer func() { _ = sub.Unsubscribe() }()
+	require.NoError(t, conn.NATS().Flush())
+
+	// Anything stored is older than a nanosecond: as a week-old letter is older than the hour.
+	out, stderr, code := cli(t, ctx, "deadletters", "replay", "--all", "--max-age", "1ns")
+	assert.Equal(t, 1, code, "refusing is a failure scripts see")
+	assert.NotContains(t, out, "replayed")
+	assert.Contains(t, stderr, "refused FLEETWRIGHT_DEADLETTER #1")
+	assert.Contains(t, stderr, "refused FLEETWRIGHT_DEADLETTER #2")
+	assert.Contains(t, stderr, "--force")
+	_, err = sub.NextMsg(300 * time.Millisecond)
+	assert.ErrorIs(t, err, nats.ErrTimeout, "nothing was published")
+
+	out, stderr, code = cli(t, ctx, "deadletters", "replay", "--max-age", "1ns", "--force", "2")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "replayed FLEETWRIGHT_DEADLETTER #2")
+	_, err = sub.NextMsg(5 * time.Second)
+	assert.NoError(t, err, "forced: replayed")
+
+	out, stderr, code = cli(t, ctx, "deadletters", "replay", "--all")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, out, "replayed FLEETWRIGHT_DEADLETTER #1", "within the default hour: replayed")
+}
+
 func TestExplanationsPerPool(t *testing.T) {
 	tests := []struct {
 		in   string

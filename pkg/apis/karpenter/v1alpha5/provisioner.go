@@ -156,14 +156,19 @@ type KubeletConfiguration struct {
 	// +kubebuilder:validation:Minimum:=0
 	// +optional
 	PodsPerCore *int32 `json:"podsPerCore,omitempty"`
+	// +kubebuilder:validation:XValidation:message="valid keys for systemReserved are ['cpu','memory','ephemeral-storage','pid']",rule="self.all(x, x in ['cpu', 'memory', 'ephemeral-storage', 'pid'])"
 	// +optional
 	SystemReserved corev1.ResourceList `json:"systemReserved,omitempty"`
+	// +kubebuilder:validation:XValidation:message="valid keys for kubeReserved are ['cpu','memory','ephemeral-storage','pid']",rule="self.all(x, x in ['cpu', 'memory', 'ephemeral-storage', 'pid'])"
 	// +optional
 	KubeReserved corev1.ResourceList `json:"kubeReserved,omitempty"`
+	// +kubebuilder:validation:XValidation:message="valid keys for evictionHard are ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']",rule="self.all(x, x in ['memory.available', 'nodefs.available', 'nodefs.inodesFree', 'imagefs.available', 'imagefs.inodesFree', 'pid.available'])"
 	// +optional
 	EvictionHard map[string]string `json:"evictionHard,omitempty"`
+	// +kubebuilder:validation:XValidation:message="valid keys for evictionSoft are ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']",rule="self.all(x, x in ['memory.available', 'nodefs.available', 'nodefs.inodesFree', 'imagefs.available', 'imagefs.inodesFree', 'pid.available'])"
 	// +optional
 	EvictionSoft map[string]string `json:"evictionSoft,omitempty"`
+	// +kubebuilder:validation:XValidation:message="valid keys for evictionSoftGracePeriod are ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']",rule="self.all(x, x in ['memory.available', 'nodefs.available', 'nodefs.inodesFree', 'imagefs.available', 'imagefs.inodesFree', 'pid.available'])"
 	// +optional
 	EvictionSoftGracePeriod map[string]metav1.Duration `json:"evictionSoftGracePeriod,omitempty"`
 	// +optional

@@ -68,6 +68,8 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.emu.InterruptionQueue, "interruption-queue", env("INTERRUPTION_QUEUE", ""), "SQS queue for interruption events, default fleetwright-<cluster name> (AWSEMU_INTERRUPTION_QUEUE)")
 	fs.StringVar(&c.kubeconfig, "kubeconfig", env("KUBECONFIG", ""), "kubeconfig for node registration; empty = no nodes (AWSEMU_KUBECONFIG)")
 	fs.DurationVar(&c.emu.BootDelay, "boot-delay", envDuration("BOOT_DELAY", 5*time.Second), "pending → running; 0 for none (AWSEMU_BOOT_DELAY)")
+	fs.DurationVar(&c.emu.DescribeDelay, "describe-delay", envDuration("DESCRIBE_DELAY", 0),
+		"an instance, and a change of its tags, shows in DescribeInstances this long after it exists, as EC2 is eventually consistent; 0 for at once (AWSEMU_DESCRIBE_DELAY)")
 	fs.DurationVar(&c.emu.SpotNotice, "spot-notice", envDuration("SPOT_NOTICE", 2*time.Minute), "spot interruption warning → termination (AWSEMU_SPOT_NOTICE)")
 	fs.IntVar(&c.emu.PoolCapacity, "pool-capacity", envInt("POOL_CAPACITY", 100), "instances per type × zone × capacity type (AWSEMU_POOL_CAPACITY)")
 	seed := fs.Int64("seed", int64(envInt("SEED", 1)), "seed for IDs and addresses (AWSEMU_SEED)")
