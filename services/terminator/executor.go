@@ -21,6 +21,7 @@ import (
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	"github.com/fleetwright/fleetwright/pkg/faultpoint"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -51,6 +52,7 @@ type executor struct {
 	// the decider publishes it again; the executor records progress well within it.
 	resumeAfter time.Duration
 	sleep       func(context.Context, time.Duration) // between drain rounds; nil: clock.Sleep
+	volumes     attachmentIndex                      // the VolumeAttachments drains wait for
 }
 
 // result is what one execution came to.
@@ -58,6 +60,7 @@ type result struct {
 	Outcome  terminationv1.TerminationOutcome
 	Node     string
 	Instance string
+	Reason   commonv1.TerminationReason // see reasonOf
 	Drain    time.Duration
 	Why      string // for ABANDONED
 	drainStats
@@ -76,7 +79,13 @@ func blocksOnDoNotDisrupt(in *terminationv1.TerminationIntent) bool {
 
 // execute takes one intent as far as it can before budget: it returns errStillDraining if the
 // drain has not finished by then.
+//
+// How the drain goes is the claim's: once the
+// claim is deleting, its deadline is the deletion's (drainDeadline), whoever deleted it (a
+// decision, a person with kubectl, this executor); karpenter.sh/do-not-disrupt pods are held
+// until then, unless AWS is taking the instance.
 func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationIntent, budget time.Time, log zerolog.Logger) (result, error) {
+	interruption := in.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED
 	claim, err := e.claim(ctx, in.GetNodeClaimName())
 	if err != nil {
 		return result{}, err
@@ -89,7 +98,7 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	if err != nil {
 		return result{}, err
 	}
-	res := result{Node: nodeName, Instance: in.GetInstanceId()}
+	res := result{Node: nodeName, Instance: in.GetInstanceId(), Reason: reasonOf(claim, in, interruption)}
 	if claim != nil && claim.Status.ProviderID != "" {
 		res.Instance = ec2v1.InstanceID(claim.Status.ProviderID)
 	} else if res.Instance == "" && node != nil {
@@ -127,7 +136,7 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 		}
 	}
 	if claim != nil && !committed {
-		if err := e.commit(ctx, claim, in, log); err != nil {
+		if err := e.commit(ctx, claim, in, interruption, log); err != nil {
 			return res, err
 		}
 		if claim, err = e.claim(ctx, claim.Name); err != nil {
@@ -141,10 +150,15 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	beat := e.progress(ctx, claim, in, log)
 	beat()
 	if node != nil {
-		deadline, started := e.deadline(claim, in)
+		pol := drainPolicy{Deadline: drainDeadline(claim, in, interruption, e.now()), Interruption: interruption}
+		e.recordDeadline(ctx, claim, pol.Deadline, log)
+		started := e.now()
+		if claim != nil && claim.DeletionTimestamp != nil {
+			started = claim.DeletionTimestamp.Time
+		}
 		dctx, span := tracer.Start(ctx, "terminator.drain", trace.WithAttributes(attribute.String("fleetwright.node", node.Name),
-			attribute.String("fleetwright.reason", reasonName(in.GetReason()))))
-		done, err := e.drain(dctx, node.Name, deadline, budget, &res.drainStats, log, e.watchDrain(dctx, claim, node.Name, log, beat))
+			attribute.String("fleetwright.reason", reasonName(res.Reason))))
+		done, err := e.drain(dctx, node.Name, pol, budget, &res.drainStats, log, e.watchDrain(dctx, claim, node.Name, log, beat))
 		span.SetAttributes(attribute.Bool("fleetwright.drained", done))
 		endSpan(span, err)
 		if err != nil {
@@ -155,8 +169,8 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 		}
 		res.Drain = e.now().Sub(started)
 		l := log.Info().Str("node", node.Name).Dur("took", res.Drain)
-		if !deadline.IsZero() {
-			l = l.Dur("before_deadline", deadline.Sub(e.now())) // negative: pods were deleted without eviction at the deadline
+		if !pol.Deadline.IsZero() {
+			l = l.Dur("before_deadline", pol.Deadline.Sub(e.now())) // negative: pods were deleted at the deadline
 		}
 		l.Msg("drained node")
 		e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DRAINED, in, node)
@@ -191,18 +205,51 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	return res, nil
 }
 
+// decidedReasons are the TerminationReasons of the decisions a NodeClaim records
+// (disruption.DecidedReason).
+var decidedReasons = map[karpv1.DisruptionReason]commonv1.TerminationReason{
+	karpv1.DisruptionReasonEmpty:         commonv1.TerminationReason_TERMINATION_REASON_EMPTY,
+	karpv1.DisruptionReasonUnderutilized: commonv1.TerminationReason_TERMINATION_REASON_UNDERUTILIZED,
+	karpv1.DisruptionReasonDrifted:       commonv1.TerminationReason_TERMINATION_REASON_DRIFTED,
+	disruption.DisruptionReasonExpired:   commonv1.TerminationReason_TERMINATION_REASON_EXPIRED,
+}
+
+// reasonOf is why the node goes, as results, metrics and traces report it: an interruption's,
+// else the decision recorded on the claim, else the intent's. It decides nothing: what the drain
+// does depends only on whether AWS is taking the instance, and on the claim.
+func reasonOf(claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent, interruption bool) commonv1.TerminationReason {
+	if !interruption && claim != nil {
+		if r, ok := decidedReasons[disruption.DecidedReason(claim)]; ok {
+			return r
+		}
+	}
+	return in.GetReason()
+}
+
 // watchDrain returns what a drain tells of each round: it records progress (beat) and, as the
 // drain moves on, says so on the deleting NodeClaim (Drained False while pods are still to go,
 // then True; VolumesDetached False while VolumeAttachments still name the node, then True) and
 // on the Node and NodeClaim (FailedDraining with the pods still waiting once their evictions
 // were asked; AwaitingVolumeDetachment). Each is written when what it says changes.
 func (e *executor) watchDrain(ctx context.Context, claim *karpv1.NodeClaim, node string, log zerolog.Logger, beat func()) func(drainRound) {
-	var name, uid, said string
+	var name, uid, said, saidHeld string
 	if claim != nil {
 		name, uid = claim.Name, string(claim.UID)
 	}
 	return func(r drainRound) {
 		beat()
+		if len(r.Deleted) > 0 {
+			tell(e.events, node, name, uid, corev1.EventTypeWarning, reasonGraceExpiring, fmt.Sprintf(
+				"Deleted %d %s, each with the time left as its grace period: the termination grace period ends at %s: %s",
+				len(r.Deleted), plural(len(r.Deleted), "pod", "pods"), r.Deadline.UTC().Format(time.RFC3339), listed(r.Deleted)))
+		}
+		if r.Held != saidHeld {
+			saidHeld = r.Held
+			if r.Held != "" {
+				tell(e.events, node, name, uid, corev1.EventTypeNormal, reasonDisruptionBlocked, "Drain holds back: "+r.Held)
+				log.Info().Str("node", node).Str("held", r.Held).Msg("drain leaves do-not-disrupt pods be")
+			}
+		}
 		var conds []metav1.Condition
 		var state string
 		switch {
@@ -278,8 +325,12 @@ func (e *executor) blocker(ctx context.Context, in *terminationv1.TerminationInt
 		if !active(p) {
 			continue
 		}
-		if p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
-			return "pod " + p.Namespace + "/" + p.Name + " is annotated " + karpv1.DoNotDisruptAnnotationKey, nil
+		if protected, until, _ := disruption.DoNotDisrupt(p, e.now()); protected {
+			why := "pod " + p.Namespace + "/" + p.Name + " is annotated " + karpv1.DoNotDisruptAnnotationKey
+			if !until.IsZero() {
+				why += " until " + until.UTC().Format(time.RFC3339)
+			}
+			return why, nil
 		}
 		if in.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_EMPTY && !podproj.StaysWithNode(p) {
 			return "node is no longer empty: pod " + p.Namespace + "/" + p.Name + " runs on it", nil
@@ -336,9 +387,11 @@ func (e *executor) patchNode(ctx context.Context, name string, mutate func(*core
 	return nil
 }
 
-// commit records the intent and the termination deadline on the NodeClaim, makes sure the
-// finalizer holds it, and deletes it: from here on the node goes.
-func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent, log zerolog.Logger) error {
+// commit records the intent on the NodeClaim, makes sure the finalizer holds it, and deletes it:
+// from here on the node goes. An interruption records its own deadline (when AWS takes the
+// instance) first; any other termination's counts from the deletion (recordDeadline), not from
+// the decision the intent carries.
+func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent, interruption bool, log zerolog.Logger) error {
 	_, err := e.k.claims.modify(ctx, claim.Name, func(nc *unstructured.Unstructured) bool {
 		if nc.GetDeletionTimestamp() != nil {
 			return false
@@ -351,7 +404,7 @@ func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *term
 			a = map[string]string{}
 		}
 		a[intentAnnotation] = in.GetIntentId()
-		if at, ok := intentDeadline(in, e.now()); ok {
+		if at, ok := intentDeadline(in, e.now()); ok && interruption {
 			a[karpv1.NodeClaimTerminationTimestampAnnotationKey] = at.UTC().Format(time.RFC3339)
 		}
 		nc.SetAnnotations(a)
@@ -367,6 +420,39 @@ func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *term
 	tell(e.events, claim.Status.NodeName, claim.Name, string(claim.UID), corev1.EventTypeNormal, reasonDisruptionTerminating,
 		"Disrupting node: "+reasonName(in.GetReason())+": "+in.GetWhy())
 	return nil
+}
+
+// recordDeadline records a deleting claim's drain deadline on it
+// (karpenter.sh/nodeclaim-termination-timestamp, as Karpenter's lifecycle controller does),
+// unless it records that one or an earlier one already, and says so in a
+// TerminationGracePeriodExpiring event. A redelivered or resumed intent, or another replica,
+// then reads the same deadline; an interruption's earlier one replaces a later one.
+func (e *executor) recordDeadline(ctx context.Context, claim *karpv1.NodeClaim, at time.Time, log zerolog.Logger) {
+	if claim == nil || claim.DeletionTimestamp == nil || at.IsZero() {
+		return
+	}
+	value := at.UTC().Format(time.RFC3339)
+	wrote, err := e.k.claims.modify(ctx, claim.Name, func(nc *unstructured.Unstructured) bool {
+		a := nc.GetAnnotations()
+		if t, err := time.Parse(time.RFC3339, a[karpv1.NodeClaimTerminationTimestampAnnotationKey]); err == nil && !t.After(at) {
+			return false
+		}
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[karpv1.NodeClaimTerminationTimestampAnnotationKey] = value
+		nc.SetAnnotations(a)
+		return true
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		log.Warn().Err(err).Str("nodeclaim", claim.Name).Msg("recording the termination deadline")
+		return
+	}
+	if wrote {
+		log.Info().Str("nodeclaim", claim.Name).Str("deadline", value).Msg("recorded the termination deadline")
+		tell(e.events, claim.Status.NodeName, claim.Name, string(claim.UID), corev1.EventTypeWarning, reasonGraceExpiring,
+			"All pods will be deleted by "+value)
+	}
 }
 
 // progress returns a function that records on a deleting NodeClaim, at most every third of
@@ -418,50 +504,6 @@ func (e *executor) superseded(claim *karpv1.NodeClaim, in *terminationv1.Termina
 	owner := claim.Annotations[intentAnnotation]
 	t, err := time.Parse(time.RFC3339, claim.Annotations[progressAnnotation])
 	return err == nil && owner != "" && owner != in.GetIntentId() && e.now().Sub(t) < e.resumeAfter
-}
-
-// deadline is when remaining pods are deleted without eviction (zero: never), and when the
-// drain started. It is absolute: the deadline recorded on the claim when it was committed, or
-// the intent's own (intentDeadline), whichever comes first, so an interruption arriving while
-// an expiry is draining the node still ends the drain in time, and a redelivered or resumed
-// intent does not start its grace period again.
-func (e *executor) deadline(claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent) (deadline, started time.Time) {
-	started = in.GetRequestTime().AsTime()
-	own, hasOwn := intentDeadline(in, e.now())
-	if claim != nil && claim.DeletionTimestamp != nil {
-		started = claim.DeletionTimestamp.Time
-		if ts := claim.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey]; ts != "" {
-			if t, err := time.Parse(time.RFC3339, ts); err == nil {
-				if hasOwn && own.Before(t) {
-					return own, started
-				}
-				return t, started
-			}
-		}
-		if g := claim.Spec.TerminationGracePeriod; g != nil && !hasOwn {
-			return started.Add(g.Duration), started
-		}
-	}
-	if hasOwn {
-		return own, started
-	}
-	return time.Time{}, started
-}
-
-// intentDeadline is the instant an intent's grace period ends: its request time plus its grace
-// period (for a spot interruption, when AWS reclaims the instance), not the time a worker got
-// to it. An intent without a request time counts from now; one without a grace period has no
-// deadline.
-func intentDeadline(in *terminationv1.TerminationIntent, now time.Time) (time.Time, bool) {
-	g := in.GetGracePeriod()
-	if g == nil {
-		return time.Time{}, false
-	}
-	from := now
-	if t := in.GetRequestTime(); t != nil && t.IsValid() && t.AsTime().Unix() > 0 {
-		from = t.AsTime()
-	}
-	return from.Add(g.AsDuration()), true
 }
 
 // event publishes one node lifecycle step; a failure is only logged.
