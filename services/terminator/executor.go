@@ -78,32 +78,25 @@ func blocksOnDoNotDisrupt(in *terminationv1.TerminationIntent) bool {
 }
 
 // execute takes one intent as far as it can before budget: it returns errStillDraining if the
-// drain has not finished by then.
+// drain has not finished by then. urgent says the intent came on the urgent subject, which only
+// the terminator's own interruption handling publishes to: only there is an interruption one.
 //
-// How the drain goes is the claim's: once the
+// What it acts on is read afresh (see target), and how the drain goes is the claim's: once the
 // claim is deleting, its deadline is the deletion's (drainDeadline), whoever deleted it (a
 // decision, a person with kubectl, this executor); karpenter.sh/do-not-disrupt pods are held
 // until then, unless AWS is taking the instance.
-func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationIntent, budget time.Time, log zerolog.Logger) (result, error) {
+func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationIntent, urgent bool, budget time.Time, log zerolog.Logger) (result, error) {
 	interruption := in.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED
-	claim, err := e.claim(ctx, in.GetNodeClaimName())
+	if interruption && !urgent {
+		return result{}, fmt.Errorf("interruption intent %s came on another subject than %s, where only the terminator publishes interruptions: %w",
+			in.GetIntentId(), subject.TerminationsUrgent, errRefused)
+	}
+	t, err := e.target(ctx, in, interruption, log)
 	if err != nil {
-		return result{}, err
+		return result{Node: t.nodeName, Instance: t.instance}, err
 	}
-	nodeName := in.GetNodeName()
-	if claim != nil && claim.Status.NodeName != "" {
-		nodeName = claim.Status.NodeName
-	}
-	node, err := e.k.nodes.find(ctx, nodeName)
-	if err != nil {
-		return result{}, err
-	}
-	res := result{Node: nodeName, Instance: in.GetInstanceId(), Reason: reasonOf(claim, in, interruption)}
-	if claim != nil && claim.Status.ProviderID != "" {
-		res.Instance = ec2v1.InstanceID(claim.Status.ProviderID)
-	} else if res.Instance == "" && node != nil {
-		res.Instance = ec2v1.InstanceID(node.Spec.ProviderID)
-	}
+	claim, node := t.claim, t.node
+	res := result{Node: t.nodeName, Instance: t.instance, Reason: reasonOf(claim, in, interruption)}
 	if claim == nil && node == nil {
 		if err := terminateInstance(ctx, e.ec2, e.cluster, res.Instance); err != nil {
 			return res, err
