@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -34,11 +35,15 @@ func terminationGracePeriod(d time.Duration) func(*karpv1.NodeClaim) {
 func (e *env) deleteByHand(claim string) {
 	e.t.Helper()
 	res := e.dyn.Resource(clusterstate.NodeClaims)
-	u, err := res.Get(e.ctx, claim, metav1.GetOptions{})
-	require.NoError(e.t, err)
-	u.SetFinalizers([]string{karpv1.TerminationFinalizer})
-	_, err = res.Update(e.ctx, u, metav1.UpdateOptions{})
-	require.NoError(e.t, err)
+	require.NoError(e.t, retry.RetryOnConflict(retry.DefaultRetry, func() error { // the terminator may add it meanwhile
+		u, err := res.Get(e.ctx, claim, metav1.GetOptions{})
+		if err != nil || finalized(u) {
+			return err
+		}
+		u.SetFinalizers(append(u.GetFinalizers(), karpv1.TerminationFinalizer))
+		_, err = res.Update(e.ctx, u, metav1.UpdateOptions{})
+		return err
+	}))
 	require.NoError(e.t, res.Delete(e.ctx, claim, metav1.DeleteOptions{}))
 }
 
@@ -180,10 +185,11 @@ func TestDeletedByHandHoldsDoNotDisruptPods(t *testing.T) {
 	e.deleteByHand(bc.Name)
 	e.deleteByHand(uc.Name)
 
+	require.Eventually(t, func() bool { return e.eventSays(e.ns, "app", reasonEvicted, bn.Name) }, wait, tick, "the other pod is evicted at once")
+	require.Never(t, func() bool { return deletions("keep") != nil }, 2*time.Second, tick, "the do-not-disrupt pod is not evicted with the other")
 	deleting := e.deletingClaim(bc.Name)
 	deadline := deadlineOf(t, deleting)
 	assert.Equal(t, deleting.DeletionTimestamp.Add(20*time.Second).UTC(), deadline)
-	require.Eventually(t, func() bool { return e.eventSays(e.ns, "app", reasonEvicted, bn.Name) }, wait, tick, "the other pod is evicted at once")
 	require.Eventually(t, func() bool {
 		return e.eventSays("default", bc.Name, reasonDisruptionBlocked, e.ns+"/keep; they are deleted by the termination grace period's end, "+
 			deadline.Format(time.RFC3339)) &&
