@@ -143,30 +143,9 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	beat := e.progress(ctx, claim, in, log)
 	beat()
 	if node != nil {
-		pol := drainPolicy{Deadline: drainDeadline(claim, in, interruption, e.now()), Interruption: interruption}
-		e.recordDeadline(ctx, claim, pol.Deadline, log)
-		started := e.now()
-		if claim != nil && claim.DeletionTimestamp != nil {
-			started = claim.DeletionTimestamp.Time
-		}
-		dctx, span := tracer.Start(ctx, "terminator.drain", trace.WithAttributes(attribute.String("fleetwright.node", node.Name),
-			attribute.String("fleetwright.reason", reasonName(res.Reason))))
-		done, err := e.drain(dctx, node.Name, pol, budget, &res.drainStats, log, e.watchDrain(dctx, claim, node.Name, log, beat))
-		span.SetAttributes(attribute.Bool("fleetwright.drained", done))
-		endSpan(span, err)
-		if err != nil {
+		if err := e.drainNode(ctx, claim, node, in, interruption, budget, &res, log, beat); err != nil {
 			return res, err
 		}
-		if !done {
-			return res, errStillDraining
-		}
-		res.Drain = e.now().Sub(started)
-		l := log.Info().Str("node", node.Name).Dur("took", res.Drain)
-		if !pol.Deadline.IsZero() {
-			l = l.Dur("before_deadline", pol.Deadline.Sub(e.now())) // negative: pods were deleted at the deadline
-		}
-		l.Msg("drained node")
-		e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DRAINED, in, node)
 	}
 	tctx, span := tracer.Start(ctx, "terminator.terminate-instance", trace.WithAttributes(attribute.String("fleetwright.instance_id", res.Instance)))
 	err = terminateInstance(tctx, e.ec2, e.cluster, res.Instance)
@@ -196,6 +175,39 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	}
 	res.Outcome = terminationv1.TerminationOutcome_TERMINATION_OUTCOME_TERMINATED
 	return res, nil
+}
+
+// drainNode drains the node of an intent's termination (see drain) as far as budget allows:
+// errStillDraining if it is not done by then. Its deadline is drainDeadline's, recorded on the
+// deleting claim.
+func (e *executor) drainNode(ctx context.Context, claim *karpv1.NodeClaim, node *corev1.Node, in *terminationv1.TerminationIntent, interruption bool,
+	budget time.Time, res *result, log zerolog.Logger, beat func(),
+) error {
+	pol := drainPolicy{Deadline: drainDeadline(claim, in, interruption, e.now()), Interruption: interruption}
+	e.recordDeadline(ctx, claim, pol.Deadline, log)
+	started := e.now()
+	if claim != nil && claim.DeletionTimestamp != nil {
+		started = claim.DeletionTimestamp.Time
+	}
+	dctx, span := tracer.Start(ctx, "terminator.drain", trace.WithAttributes(attribute.String("fleetwright.node", node.Name),
+		attribute.String("fleetwright.reason", reasonName(res.Reason))))
+	done, err := e.drain(dctx, node.Name, pol, budget, &res.drainStats, log, e.watchDrain(dctx, claim, node.Name, log, beat))
+	span.SetAttributes(attribute.Bool("fleetwright.drained", done))
+	endSpan(span, err)
+	if err != nil {
+		return err
+	}
+	if !done {
+		return errStillDraining
+	}
+	res.Drain = e.now().Sub(started)
+	l := log.Info().Str("node", node.Name).Dur("took", res.Drain)
+	if !pol.Deadline.IsZero() {
+		l = l.Dur("before_deadline", pol.Deadline.Sub(e.now())) // negative: pods were deleted at the deadline
+	}
+	l.Msg("drained node")
+	e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DRAINED, in, node)
+	return nil
 }
 
 // decidedReasons are the TerminationReasons of the decisions a NodeClaim records
