@@ -53,8 +53,7 @@ type Options struct {
 	// NATSCluster, when above 1, runs that many nats-servers as one JetStream cluster, and the
 	// services create every stream with that many replicas (3: the R3 streams deploy/ runs).
 	NATSCluster int
-	// ServiceArgs are extra flags for a service, by name (after the stack's own); "awsemu"'s
-	// go to the emulator (e.g. "--boot-delay", "30s" for instances that boot as slowly as EC2's).
+	// ServiceArgs are extra flags for a service, by name (after the stack's own).
 	ServiceArgs map[string][]string
 }
 
@@ -129,8 +128,8 @@ func NewStackWith(t testing.TB, opt Options) *Stack {
 	emuAddr := FreeAddr(t)
 	s.EmuURL = "http://" + emuAddr
 	s.Emu = emuclient.New(s.EmuURL)
-	emu := Start(t, "awsemu", Build(t, "./tools/awsemu/cmd/awsemu"), append([]string{"--listen", emuAddr, "--kubeconfig", c.Kubeconfig,
-		"--cluster-name", "demo-cluster", "--boot-delay", "0s"}, opt.ServiceArgs["awsemu"]...), nil)
+	emu := Start(t, "awsemu", Build(t, "./tools/awsemu/cmd/awsemu"), []string{"--listen", emuAddr, "--kubeconfig", c.Kubeconfig,
+		"--cluster-name", "demo-cluster", "--boot-delay", "0s"}, nil)
 	s.services["awsemu"] = emu
 	s.waitHealthy("awsemu", func(ctx context.Context) error { return s.Emu.Healthy(ctx) })
 	// Each service creates only the streams it owns and waits, not ready, for the others it
