@@ -60,7 +60,6 @@ type result struct {
 	Outcome  terminationv1.TerminationOutcome
 	Node     string
 	Instance string
-	Reason   commonv1.TerminationReason // see reasonOf
 	Drain    time.Duration
 	Why      string // for ABANDONED
 	drainStats
@@ -96,7 +95,7 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 		return result{Node: t.nodeName, Instance: t.instance}, err
 	}
 	claim, node := t.claim, t.node
-	res := result{Node: t.nodeName, Instance: t.instance, Reason: reasonOf(claim, in, interruption)}
+	res := result{Node: t.nodeName, Instance: t.instance}
 	if claim == nil && node == nil {
 		if err := terminateInstance(ctx, e.ec2, e.cluster, res.Instance); err != nil {
 			return res, err
@@ -190,7 +189,7 @@ func (e *executor) drainNode(ctx context.Context, claim *karpv1.NodeClaim, node 
 		started = claim.DeletionTimestamp.Time
 	}
 	dctx, span := tracer.Start(ctx, "terminator.drain", trace.WithAttributes(attribute.String("fleetwright.node", node.Name),
-		attribute.String("fleetwright.reason", reasonName(res.Reason))))
+		attribute.String("fleetwright.reason", reasonName(in.GetReason()))))
 	done, err := e.drain(dctx, node.Name, pol, budget, &res.drainStats, log, e.watchDrain(dctx, claim, node.Name, log, beat))
 	span.SetAttributes(attribute.Bool("fleetwright.drained", done))
 	endSpan(span, err)
@@ -208,27 +207,6 @@ func (e *executor) drainNode(ctx context.Context, claim *karpv1.NodeClaim, node 
 	l.Msg("drained node")
 	e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DRAINED, in, node)
 	return nil
-}
-
-// decidedReasons are the TerminationReasons of the decisions a NodeClaim records
-// (disruption.DecidedReason).
-var decidedReasons = map[karpv1.DisruptionReason]commonv1.TerminationReason{
-	karpv1.DisruptionReasonEmpty:         commonv1.TerminationReason_TERMINATION_REASON_EMPTY,
-	karpv1.DisruptionReasonUnderutilized: commonv1.TerminationReason_TERMINATION_REASON_UNDERUTILIZED,
-	karpv1.DisruptionReasonDrifted:       commonv1.TerminationReason_TERMINATION_REASON_DRIFTED,
-	disruption.DisruptionReasonExpired:   commonv1.TerminationReason_TERMINATION_REASON_EXPIRED,
-}
-
-// reasonOf is why the node goes, as results, metrics and traces report it: an interruption's,
-// else the decision recorded on the claim, else the intent's. It decides nothing: what the drain
-// does depends only on whether AWS is taking the instance, and on the claim.
-func reasonOf(claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent, interruption bool) commonv1.TerminationReason {
-	if !interruption && claim != nil {
-		if r, ok := decidedReasons[disruption.DecidedReason(claim)]; ok {
-			return r
-		}
-	}
-	return in.GetReason()
 }
 
 // watchDrain returns what a drain tells of each round: it records progress (beat) and, as the

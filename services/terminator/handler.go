@@ -44,7 +44,7 @@ func (e *executor) handle(ctx context.Context, in *terminationv1.TerminationInte
 	if err != nil {
 		return err
 	}
-	reason := reasonName(res.Reason)
+	reason := reasonName(in.GetReason())
 	e.metrics.outcomes.WithLabelValues(reason, outcomeName(res.Outcome)).Inc()
 	if res.Outcome == terminationv1.TerminationOutcome_TERMINATION_OUTCOME_TERMINATED {
 		e.metrics.terminated.WithLabelValues(reason, in.GetNodePoolName()).Inc()
@@ -54,7 +54,7 @@ func (e *executor) handle(ctx context.Context, in *terminationv1.TerminationInte
 	}
 	out := &terminationv1.TerminationResult{
 		IntentId: in.GetIntentId(), NodeClaimName: in.GetNodeClaimName(), NodeName: res.Node, InstanceId: res.Instance,
-		Reason: res.Reason, Outcome: res.Outcome, PodsEvicted: res.Evicted, EvictionRetries: res.Retries,
+		Reason: in.GetReason(), Outcome: res.Outcome, PodsEvicted: res.Evicted, EvictionRetries: res.Retries,
 		Error: res.Why, CompleteTime: timestamppb.New(e.now()),
 	}
 	if res.Drain > 0 {
