@@ -39,16 +39,6 @@ type Pool struct {
 	NodeClassHash string
 }
 
-// PoolOf is the NodePool, or v1alpha5 Provisioner, that a NodeClaim's or Node's labels name
-// (karpenter.sh/nodepool, else karpenter.sh/provisioner-name): the one way every service reads
-// which pool a claim is of.
-func PoolOf(labels map[string]string) string {
-	if p := labels[karpv1.NodePoolLabelKey]; p != "" {
-		return p
-	}
-	return labels[v1alpha5.ProvisionerNameLabelKey]
-}
-
 // NodeSettings is what the pool's node class decides about its nodes' capacity, for
 // scheduling.NodeResources; vmOverhead is the share of memory the hypervisor keeps.
 func (p Pool) NodeSettings(vmOverhead float64) scheduling.NodeSettings {

@@ -44,27 +44,35 @@ func owned(tags []ec2types.Tag, cluster string) bool {
 // checkOwned describes the instance and returns an error wrapping errNotOwned unless it is this
 // cluster's (see owned); gone reports an instance EC2 no longer knows.
 func checkOwned(ctx context.Context, api EC2API, cluster, id string) (gone bool, err error) {
+	inst, err := describeInstance(ctx, api, id)
+	if err != nil || inst == nil {
+		return inst == nil && err == nil, err
+	}
+	if !owned(inst.Tags, cluster) {
+		return false, fmt.Errorf("refusing to terminate instance %s: %w (kubernetes.io/cluster/%s=owned and %s; a managed node group's or another tool's?)",
+			id, errNotOwned, cluster, nodePoolTag)
+	}
+	return false, nil
+}
+
+// describeInstance is EC2's description of one instance; nil if EC2 no longer knows it.
+func describeInstance(ctx context.Context, api EC2API, id string) (*ec2types.Instance, error) {
 	out, err := api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
 	var ae smithy.APIError
 	if err != nil && errors.As(err, &ae) && ae.ErrorCode() == "InvalidInstanceID.NotFound" {
-		return true, nil
+		return nil, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("describing instance %s: %w", id, err)
+		return nil, fmt.Errorf("describing instance %s: %w", id, err)
 	}
 	for _, res := range out.Reservations {
-		for _, inst := range res.Instances {
-			if aws.ToString(inst.InstanceId) != id {
-				continue
+		for i := range res.Instances {
+			if aws.ToString(res.Instances[i].InstanceId) == id {
+				return &res.Instances[i], nil
 			}
-			if !owned(inst.Tags, cluster) {
-				return false, fmt.Errorf("refusing to terminate instance %s: %w (kubernetes.io/cluster/%s=owned and %s; a managed node group's or another tool's?)",
-					id, errNotOwned, cluster, nodePoolTag)
-			}
-			return false, nil
 		}
 	}
-	return true, nil
+	return nil, nil
 }
 
 // terminateInstance terminates one instance of this cluster's (see owned), and refuses any

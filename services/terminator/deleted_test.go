@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -46,37 +44,6 @@ func TestResumedIntentSuperseded(t *testing.T) {
 	assert.False(t, ex.superseded(claim(resumed.GetIntentId(), t0), resumed), "it is the one at work")
 	assert.False(t, ex.superseded(claim("uid-a/expired/resumed/1", t0), &terminationv1.TerminationIntent{IntentId: "uid-a/interrupted"}),
 		"an intent of its own goes ahead")
-}
-
-// The executor's deadline is absolute: the intent's request time plus its grace period however
-// late it is delivered, and the earlier of that and the one recorded on a claim another intent
-// committed (an interruption arriving while an expiry drains under a long
-// terminationGracePeriod still ends the drain when AWS takes the instance).
-func TestDeadlineIsAbsolute(t *testing.T) {
-	ex := &executor{now: func() time.Time { return t0.Add(5 * time.Minute) }}
-	spot := &terminationv1.TerminationIntent{IntentId: "uid-a/interrupted", Reason: commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED,
-		RequestTime: timestamppb.New(t0), GracePeriod: durationpb.New(30 * time.Second)}
-	at, _ := ex.deadline(&karpv1.NodeClaim{}, spot)
-	assert.Equal(t, t0.Add(30*time.Second), at, "delivered five minutes late, it still ends 30 s after the request")
-
-	deleting := metav1.NewTime(t0.Add(-time.Minute))
-	committed := func(deadline time.Time) *karpv1.NodeClaim {
-		return &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "a", DeletionTimestamp: &deleting,
-			Annotations: map[string]string{karpv1.NodeClaimTerminationTimestampAnnotationKey: deadline.UTC().Format(time.RFC3339)}}}
-	}
-	at, started := ex.deadline(committed(t0.Add(time.Hour)), spot)
-	assert.Equal(t, t0.Add(30*time.Second), at, "the interruption's deadline comes before the expiry's")
-	assert.Equal(t, deleting.Time, started)
-	at, _ = ex.deadline(committed(t0.Add(10*time.Second)), spot)
-	assert.Equal(t, t0.Add(10*time.Second), at, "the recorded deadline comes first")
-	at, _ = ex.deadline(committed(t0.Add(time.Hour)), &terminationv1.TerminationIntent{IntentId: "uid-a/expired/resumed/1", RequestTime: timestamppb.New(t0)})
-	assert.Equal(t, t0.Add(time.Hour), at, "a resumed intent without a grace period keeps the recorded deadline")
-
-	at, ok := intentDeadline(&terminationv1.TerminationIntent{GracePeriod: durationpb.New(time.Minute)}, t0)
-	assert.True(t, ok)
-	assert.Equal(t, t0.Add(time.Minute), at, "an intent without a request time counts from now")
-	_, ok = intentDeadline(&terminationv1.TerminationIntent{RequestTime: timestamppb.New(t0)}, t0)
-	assert.False(t, ok, "no grace period, no deadline")
 }
 
 // Interruptions' intents, resumed ones included, go on the urgent subject; every other reason

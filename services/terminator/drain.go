@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clock"
 	"github.com/fleetwright/fleetwright/pkg/faultpoint"
-	"github.com/fleetwright/fleetwright/pkg/podproj"
 )
 
 // drainStats counts one delivery's eviction calls.
@@ -25,30 +25,39 @@ type drainStats struct {
 	Waiting int   // pods still to go when a delivery's budget ran out
 }
 
-// drainRound is what one round of a drain found.
+// drainRound is what one round of a drain found and did.
 type drainRound struct {
 	Round    int      // 1 for the first round of a delivery
 	Pods     []string // the pods still to go (namespace/name), while there are any
 	PodsGone bool     // no pod holds the node any more
 	Forced   bool     // the termination deadline passed: volumes are no longer waited for
-	Volumes  []string // once the pods are gone, the VolumeAttachments still naming the node
+	Volumes  []string // once the pods are gone, the VolumeAttachments the termination waits for
+	// Deleted are the pods this round deleted for the termination deadline (namespace/name).
+	Deleted  []string
+	Deadline time.Time // the drain's deadline; zero: none
+	// Held says, in words, which karpenter.sh/do-not-disrupt pods the drain does not evict and
+	// until when it leaves them be; "" when it holds none.
+	Held string
 }
 
 // Eviction retry pacing: a refused eviction (429, or any other error: a 500 for a pod under
 // two budgets, a webhook's denial) is tried again after minBackoff, doubling up to maxBackoff
-// while it keeps being refused.
+// while it keeps being refused. A round that finds nothing to do but wait (do-not-disrupt pods
+// held, critical pods waiting their turn) backs off the same way, but never past the next
+// moment a pod is due to be deleted or stops being protected.
 const (
 	minBackoff = 250 * time.Millisecond
 	maxBackoff = 5 * time.Second
 )
 
-// drain evicts the node's pods through the Eviction API, so PodDisruptionBudgets hold, until
-// none but DaemonSet and mirror pods are left and no VolumeAttachment names the node any more
-// (true), or until budget passes (false). After deadline (if set) remaining pods are deleted
-// without eviction and attachments are no longer waited for. A pod past its deletionTimestamp
-// (its grace period is over: the kubelet that should have removed it is gone) no longer
-// holds the drain, as with Karpenter. observe, if set, is told what every round found.
-func (e *executor) drain(ctx context.Context, node string, deadline, budget time.Time, st *drainStats, log zerolog.Logger, observe func(drainRound)) (bool, error) {
+// drain empties the node as Karpenter v1's termination does (see planRound): it evicts the
+// pods through the Eviction API, so PodDisruptionBudgets hold, non-critical pods first; leaves
+// DaemonSet and mirror pods; leaves karpenter.sh/do-not-disrupt pods be unless pol is an
+// interruption's; and deletes each pod at pol.Deadline less its own grace period, with the
+// time left as its grace. It returns true once no pod but those is left and no VolumeAttachment
+// of the pods it moved names the node any more, false if budget passes first. Past the
+// deadline, volumes are no longer waited for. observe, if set, is told what every round found.
+func (e *executor) drain(ctx context.Context, node string, pol drainPolicy, budget time.Time, st *drainStats, log zerolog.Logger, observe func(drainRound)) (bool, error) {
 	log = log.With().Ctx(ctx).Logger() // its lines carry the drain's span
 	backoff := minBackoff
 	if observe == nil {
@@ -60,18 +69,18 @@ func (e *executor) drain(ctx context.Context, node string, deadline, budget time
 			return false, fmt.Errorf("listing pods on %s: %w", node, err)
 		}
 		now := e.now()
-		force := !deadline.IsZero() && !now.Before(deadline)
-		left := evictable(pods.Items, now)
-		if len(left) == 0 {
-			if force {
-				observe(drainRound{Round: round, PodsGone: true, Forced: true})
+		past := !pol.Deadline.IsZero() && !now.Before(pol.Deadline)
+		plan := planRound(pods.Items, pol, now)
+		if len(plan.Steps) == 0 {
+			if past {
+				observe(drainRound{Round: round, PodsGone: true, Forced: true, Deadline: pol.Deadline})
 				return true, nil
 			}
-			vas, err := e.attachments(ctx, node)
+			vas, err := e.attachments(ctx, node, pods.Items, now)
 			if err != nil {
 				return false, err
 			}
-			observe(drainRound{Round: round, PodsGone: true, Volumes: vas})
+			observe(drainRound{Round: round, PodsGone: true, Volumes: vas, Deadline: pol.Deadline})
 			if len(vas) == 0 {
 				return true, nil
 			}
@@ -85,40 +94,71 @@ func (e *executor) drain(ctx context.Context, node string, deadline, budget time
 			}
 			continue
 		}
-		names := make([]string, len(left))
-		for i := range left {
-			names[i] = left[i].Namespace + "/" + left[i].Name
-		}
-		observe(drainRound{Round: round, Pods: names})
-		refused, budgets := false, map[string][]policyv1.PodDisruptionBudget{} // budgets: listed once a round, by namespace
-		for i := range left {
-			p := &left[i]
-			switch {
-			case force:
-				e.forceDelete(ctx, p, log)
-			case p.DeletionTimestamp != nil:
-				// evicted already; waiting for it to go
-			default:
-				refused = e.evict(ctx, node, p, budgets, st, log) || refused
+		r := drainRound{Round: round, Deadline: pol.Deadline, Held: held(plan, pol.Deadline)}
+		refused, busy := false, false                          // busy: something was asked for, or is on its way out
+		budgets := map[string][]policyv1.PodDisruptionBudget{} // listed once a round, by namespace
+		for _, s := range plan.Steps {
+			r.Pods = append(r.Pods, s.Pod.Namespace+"/"+s.Pod.Name)
+			switch s.Action {
+			case deletePod:
+				busy = true
+				if e.deleteForDeadline(ctx, s.Pod, s.Grace, pol.Deadline, log) {
+					r.Deleted = append(r.Deleted, s.Pod.Namespace+"/"+s.Pod.Name)
+				}
+			case evictPod:
+				busy = true
+				refused = e.evict(ctx, node, s.Pod, budgets, st, log) || refused
+			case awaitPod:
+				busy = true
 			}
 		}
+		observe(r)
 		if e.now().After(budget) {
-			st.Waiting = len(left)
-			log.Info().Str("node", node).Int("pods_left", len(left)).Msg("node still draining")
+			st.Waiting = len(plan.Steps)
+			log.Info().Str("node", node).Int("pods_left", len(plan.Steps)).Msg("node still draining")
 			return false, nil
 		}
 		wait := minBackoff
-		if refused {
+		if refused || !busy {
 			wait = backoff
 			backoff = min(2*backoff, maxBackoff)
 		} else {
 			backoff = minBackoff
+		}
+		if !plan.Next.IsZero() {
+			wait = min(wait, plan.Next.Sub(now))
 		}
 		e.pause(ctx, wait)
 		if ctx.Err() != nil {
 			return false, nil
 		}
 	}
+}
+
+// held says which do-not-disrupt pods a round leaves be, and until when; "" if none.
+func held(plan roundPlan, deadline time.Time) string {
+	var pods []string
+	for _, s := range plan.Steps {
+		if s.Action == holdPod {
+			pods = append(pods, s.Pod.Namespace+"/"+s.Pod.Name)
+		}
+	}
+	if len(pods) == 0 {
+		return ""
+	}
+	msg := fmt.Sprintf("%d %s annotated %s, not evicted: %s; ", len(pods), plural(len(pods), "pod is", "pods are"),
+		karpv1.DoNotDisruptAnnotationKey, listed(pods))
+	if deadline.IsZero() {
+		return msg + "the NodeClaim has no terminationGracePeriod, so the drain waits for them to go"
+	}
+	return msg + "they are deleted by the termination grace period's end, " + deadline.UTC().Format(time.RFC3339) + ", each with its own grace period"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // pause waits between drain rounds.
@@ -128,42 +168,6 @@ func (e *executor) pause(ctx context.Context, d time.Duration) {
 		return
 	}
 	clock.Sleep(ctx, d)
-}
-
-// attachments names the VolumeAttachments that still bind a volume to the node: terminating
-// the instance before they are gone would leave EBS volumes attached to a dead instance until
-// AWS notices (Karpenter waits for them too).
-func (e *executor) attachments(ctx context.Context, node string) ([]string, error) {
-	vas, err := e.cs.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing volume attachments of %s: %w", node, err)
-	}
-	var out []string
-	for _, va := range vas.Items {
-		if va.Spec.NodeName == node {
-			out = append(out, va.Name)
-		}
-	}
-	return out, nil
-}
-
-// evictable are the pods a drain must move: not DaemonSet or mirror pods, not finished, and
-// not terminating past their deletionTimestamp. The API server sets deletionTimestamp to the
-// deletion request plus the grace period, so a pod still there after it is one no kubelet is
-// removing (the node is gone, or a finalizer holds the object): waiting for it would keep
-// the drain going forever.
-func evictable(pods []corev1.Pod, now time.Time) []corev1.Pod {
-	var out []corev1.Pod
-	for _, p := range pods {
-		if podproj.StaysWithNode(&p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if p.DeletionTimestamp != nil && now.After(p.DeletionTimestamp.Time) {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
 }
 
 // evict asks the Eviction API to evict one pod; it reports whether the eviction was refused
@@ -268,19 +272,25 @@ func statusCode(err error) int32 {
 	return 0
 }
 
-// forceDelete deletes a pod at once: the node's termination grace period has run out.
-func (e *executor) forceDelete(ctx context.Context, p *corev1.Pod, log zerolog.Logger) {
-	if p.DeletionTimestamp != nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == 0 {
-		return
-	}
-	zero := int64(0)
-	err := e.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
-	if err != nil && !apierrors.IsNotFound(err) {
-		log.Warn().Err(err).Str("pod", p.Namespace+"/"+p.Name).Msg("deleting pod after the termination grace period")
-		return
+// deleteForDeadline deletes a pod for the node's termination deadline with grace seconds (the
+// time left, at least 1), bypassing its PodDisruptionBudget and karpenter.sh/do-not-disrupt as
+// Karpenter does then; it reports whether it did.
+func (e *executor) deleteForDeadline(ctx context.Context, p *corev1.Pod, grace int64, deadline time.Time, log zerolog.Logger) bool {
+	uid := p.UID
+	err := e.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace,
+		Preconditions: &metav1.Preconditions{UID: &uid}})
+	switch {
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return false // gone, or replaced by a pod of the same name: the next listing tells
+	case err != nil:
+		log.Warn().Err(err).Str("pod", p.Namespace+"/"+p.Name).Msg("deleting pod for the termination grace period's end")
+		return false
 	}
 	e.metrics.evictions.WithLabelValues("forced").Inc()
-	tellObject(e.events, p, corev1.EventTypeNormal, reasonDisrupted, "Deleted pod: the termination grace period of node "+p.Spec.NodeName+
-		" is over (this bypasses the pod's PodDisruptionBudget and karpenter.sh/do-not-disrupt)")
-	log.Info().Str("pod", p.Namespace+"/"+p.Name).Msg("deleted pod: termination grace period is over")
+	tellObject(e.events, p, corev1.EventTypeNormal, reasonDisrupted, fmt.Sprintf(
+		"Deleted pod with a grace period of %ds: node %s's termination grace period ends at %s (this bypasses the pod's PodDisruptionBudget and %s)",
+		grace, p.Spec.NodeName, deadline.UTC().Format(time.RFC3339), karpv1.DoNotDisruptAnnotationKey))
+	log.Info().Str("pod", p.Namespace+"/"+p.Name).Int64("grace_seconds", grace).Time("deadline", deadline).
+		Msg("deleted pod: the termination grace period is ending")
+	return true
 }

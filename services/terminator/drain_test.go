@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,16 +16,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/fleetwright/fleetwright/pkg/telemetry"
+	"github.com/fleetwright/fleetwright/tools/e2e"
 )
 
 // drainer is an executor that only drains, against the test's API server; its pauses between
@@ -48,10 +54,15 @@ func (e *env) drainer() *drainer {
 }
 
 // runningPod is pod, labelled app=<app> and Running: the Eviction API consults budgets only for
-// running pods.
-func (e *env) runningPod(name, node, app string) {
+// running pods. mutate change it before it is created.
+func (e *env) runningPod(name, node, app string, mutate ...func(*corev1.Pod)) {
 	e.t.Helper()
-	p := e.pod(name, node, func(p *corev1.Pod) { p.Labels = map[string]string{"app": app} })
+	p := e.pod(name, node, func(p *corev1.Pod) {
+		p.Labels = map[string]string{"app": app}
+		for _, m := range mutate {
+			m(p)
+		}
+	})
 	require.NoError(e.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
@@ -105,7 +116,7 @@ func TestDrainIgnoresPodsTerminatingPastTheirGracePeriod(t *testing.T) {
 
 	d := e.drainer()
 	var st drainStats
-	done, err := d.drain(e.ctx, node, time.Time{}, time.Now().Add(10*time.Second), &st, d.log, nil)
+	done, err := d.drain(e.ctx, node, drainPolicy{}, time.Now().Add(10*time.Second), &st, d.log, nil)
 	require.NoError(t, err)
 	assert.True(t, done, "the drain finished: the pod terminating past its grace period does not hold it")
 	assert.EqualValues(t, 1, st.Evicted, "the other pod was evicted")
@@ -141,7 +152,7 @@ func TestDrainWaitsForVolumeAttachments(t *testing.T) {
 		}
 	}
 	var st drainStats
-	done, err := d.drain(e.ctx, node, time.Time{}, time.Now().Add(time.Minute), &st, d.log, nil)
+	done, err := d.drain(e.ctx, node, drainPolicy{}, time.Now().Add(time.Minute), &st, d.log, nil)
 	require.NoError(t, err)
 	assert.True(t, done)
 	assert.GreaterOrEqual(t, len(d.pauses), 3, "the drain waited while the attachment was there")
@@ -151,14 +162,14 @@ func TestDrainWaitsForVolumeAttachments(t *testing.T) {
 	// Past the termination grace period an attachment no longer holds the termination.
 	attach(e.ns + "-b")
 	d = e.drainer()
-	done, err = d.drain(e.ctx, node, time.Now().Add(-time.Second), time.Now().Add(10*time.Second), &st, d.log, nil)
+	done, err = d.drain(e.ctx, node, drainPolicy{Deadline: time.Now().Add(-time.Second)}, time.Now().Add(10*time.Second), &st, d.log, nil)
 	require.NoError(t, err)
 	assert.True(t, done, "the grace period is over: the attachment is not waited for")
 	assert.Empty(t, d.pauses)
 
 	// Within a delivery's budget the drain stops and says so (the intent comes back).
 	d = e.drainer()
-	done, err = d.drain(e.ctx, node, time.Time{}, time.Now().Add(-time.Second), &st, d.log, nil)
+	done, err = d.drain(e.ctx, node, drainPolicy{}, time.Now().Add(-time.Second), &st, d.log, nil)
 	require.NoError(t, err)
 	assert.False(t, done, "the attachment is still there when the delivery's budget is spent")
 }
@@ -182,7 +193,7 @@ func TestDrainBacksOffOnEvictionErrors(t *testing.T) {
 		}
 	}
 	var st drainStats
-	done, err := d.drain(e.ctx, node, time.Time{}, time.Now().Add(time.Minute), &st, d.log, nil)
+	done, err := d.drain(e.ctx, node, drainPolicy{}, time.Now().Add(time.Minute), &st, d.log, nil)
 	require.NoError(t, err)
 	assert.True(t, done)
 	require.GreaterOrEqual(t, len(d.pauses), 5)
@@ -208,7 +219,7 @@ func TestDrainLogLinesCarryTheSpan(t *testing.T) {
 	d := e.drainer()
 	log := telemetry.NewLoggerTo(&out, "terminator", "dev", "info")
 	var st drainStats
-	done, err := d.drain(ctx, node, time.Time{}, time.Now().Add(10*time.Second), &st, log, nil)
+	done, err := d.drain(ctx, node, drainPolicy{}, time.Now().Add(10*time.Second), &st, log, nil)
 	require.NoError(t, err)
 	require.True(t, done)
 	var evicted map[string]any
@@ -275,7 +286,7 @@ func TestDrainCompletesAnEvictionItsBudgetGranted(t *testing.T) {
 
 	d := e.drainer()
 	var st drainStats
-	done, err := d.drain(e.ctx, node, time.Time{}, time.Now().Add(5*time.Second), &st, d.log, nil)
+	done, err := d.drain(e.ctx, node, drainPolicy{}, time.Now().Add(5*time.Second), &st, d.log, nil)
 	require.NoError(t, err)
 	assert.False(t, done, "the pod the grant is not for stays: the budget has nothing left for it")
 	_, err = e.kube.CoreV1().Pods(e.ns).Get(e.ctx, interrupted.Name, metav1.GetOptions{})
@@ -286,4 +297,166 @@ func TestDrainCompletesAnEvictionItsBudgetGranted(t *testing.T) {
 	assert.EqualValues(t, 1, st.Evicted)
 	assert.EqualValues(t, 1, testutil.ToFloat64(d.metrics.evictions.WithLabelValues("completed")))
 	assert.Positive(t, st.Retries, "the other pod's evictions were refused")
+}
+
+// A drain evicts critical pods (priority classes system-cluster-critical and
+// system-node-critical) only once every other pod is gone, and leaves DaemonSet pods, as
+// Karpenter's does: here a budget holds the other pod, and the critical one is not evicted
+// until it lets go.
+func TestDrainEvictsCriticalPodsLast(t *testing.T) {
+	e := newEnv(t, 207)
+	node := e.ns + "-node"
+	ds := e.daemonSetPod(node)
+	e.runningPod("app", node, "held")
+	e.budget("held", "held", 0)
+	e.pod("dns", node, func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" })
+	get := func(name string) *corev1.Pod {
+		p, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		require.NoError(t, err)
+		return p
+	}
+
+	d := e.drainer()
+	var st drainStats
+	done, err := d.drain(e.ctx, node, drainPolicy{}, time.Now().Add(2*time.Second), &st, d.log, nil)
+	require.NoError(t, err)
+	assert.False(t, done, "the budget holds the other pod")
+	require.NotNil(t, get("app"))
+	if dns := get("dns"); assert.NotNil(t, dns, "the critical pod was not evicted while another pod is still to go") {
+		assert.Nil(t, dns.DeletionTimestamp)
+	}
+
+	require.NoError(t, e.kube.PolicyV1().PodDisruptionBudgets(e.ns).Delete(e.ctx, "held", metav1.DeleteOptions{}))
+	d = e.drainer()
+	var order []string
+	done, err = d.drain(e.ctx, node, drainPolicy{}, time.Now().Add(30*time.Second), &st, d.log, func(r drainRound) {
+		if len(order) == 0 || order[len(order)-1] != strings.Join(r.Pods, ",") {
+			order = append(order, strings.Join(r.Pods, ","))
+		}
+	})
+	require.NoError(t, err)
+	assert.True(t, done)
+	assert.Equal(t, []string{e.ns + "/app," + e.ns + "/dns", e.ns + "/dns", ""}, order, "the other pod went first, then the critical one")
+	assert.Nil(t, get("dns"))
+	if ds := get(ds.Name); assert.NotNil(t, ds, "the DaemonSet pod is left") {
+		assert.Nil(t, ds.DeletionTimestamp)
+	}
+}
+
+// daemonSetPod registers a Node named node that kwok plays the kubelet of, runs a DaemonSet
+// on it with the volumes, and returns the DaemonSet's pod there once the controller made it.
+func (e *env) daemonSetPod(node string, volumes ...corev1.Volume) *corev1.Pod {
+	e.t.Helper()
+	labels := map[string]string{"fleetwright.io/test": e.ns}
+	n, err := e.kube.CoreV1().Nodes().Create(e.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: labels,
+		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}}, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { e.remove(e.dyn.Resource(corev1.SchemeGroupVersion.WithResource("nodes")), n.Name) })
+	_, err = e.kube.AppsV1().DaemonSets(e.ns).Create(e.ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{NodeSelector: labels, Volumes: volumes, TerminationGracePeriodSeconds: ptr.To[int64](0),
+					Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+					Containers:  []corev1.Container{{Name: "c", Image: "pause"}}}}}},
+		metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	var ds *corev1.Pod
+	require.Eventually(e.t, func() bool {
+		pods, err := e.kube.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "fleetwright.io/test=" + e.ns})
+		require.NoError(e.t, err)
+		for i := range pods.Items {
+			if pods.Items[i].Spec.NodeName == node {
+				ds = &pods.Items[i]
+			}
+		}
+		return ds != nil
+	}, time.Minute, 100*time.Millisecond, "the DaemonSet runs a pod on %s", node)
+	return ds
+}
+
+// listCounter counts the LISTs (not watches) of VolumeAttachments a client makes.
+type listCounter struct {
+	next  http.RoundTripper
+	lists atomic.Int32
+}
+
+func (c *listCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/volumeattachments") && r.URL.Query().Get("watch") != "true" {
+		c.lists.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
+
+// A drained node's termination waits for the VolumeAttachments of the volumes its pods used,
+// not for those of the pods no drain moves (a DaemonSet's: they stay attached until the
+// instance goes); and waiting does not LIST the cluster's VolumeAttachments round after round.
+func TestDrainWaitsOnlyForVolumesOfPodsItMoves(t *testing.T) {
+	e := newEnv(t, 208)
+	node := e.ns + "-node"
+	vas := e.kube.StorageV1().VolumeAttachments()
+	// volume makes a bound persistent volume for the pod (kube-scheduler places no pod whose claim
+	// is unbound) and attaches it to the node.
+	volume := func(pod, pv string) {
+		_, err := e.kube.CoreV1().PersistentVolumes().Create(e.ctx, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv},
+			Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				ClaimRef:               &corev1.ObjectReference{Namespace: e.ns, Name: pod + "-data"},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "ebs.csi.aws.com", VolumeHandle: "vol-" + pv}}}},
+			metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() {
+			_ = e.kube.CoreV1().PersistentVolumes().Delete(context.Background(), pv, metav1.DeleteOptions{})
+		})
+		_, err = e.kube.CoreV1().PersistentVolumeClaims(e.ns).Create(e.ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: pod + "-data"},
+			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: pv, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}},
+			metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = vas.Create(e.ctx, &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: e.ns + "-" + pod},
+			Spec: storagev1.VolumeAttachmentSpec{Attacher: "ebs.csi.aws.com", NodeName: node,
+				Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptr.To(pv)}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = vas.Delete(context.Background(), e.ns+"-"+pod, metav1.DeleteOptions{}) })
+	}
+	mounts := func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: p.Name + "-data"}}}}
+	}
+	volume("ds", "pv-"+e.ns+"-ds")
+	e.daemonSetPod(node, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "ds-data"}}})
+	volume("app", "pv-"+e.ns+"-app")
+	e.pod("app", node, mounts)
+
+	rc, err := e2e.Cluster(t).RESTConfig()
+	require.NoError(t, err)
+	counter := &listCounter{}
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
+	cs, err := kubernetes.NewForConfig(rc)
+	require.NoError(t, err)
+	d := e.drainer()
+	d.cs = cs
+	var waited []string
+	d.between = func(n int) {
+		if n == 8 {
+			require.NoError(t, vas.Delete(e.ctx, e.ns+"-app", metav1.DeleteOptions{}))
+		}
+	}
+	var st drainStats
+	done, err := d.drain(e.ctx, node, drainPolicy{}, time.Now().Add(30*time.Second), &st, d.log, func(r drainRound) {
+		if r.PodsGone && len(r.Volumes) > 0 {
+			waited = r.Volumes
+		}
+	})
+	require.NoError(t, err)
+	assert.True(t, done, "the drain ends with the DaemonSet's volume still attached")
+	assert.Equal(t, []string{e.ns + "-app"}, waited, "it waited for the evicted pod's volume only")
+	_, err = vas.Get(e.ctx, e.ns+"-ds", metav1.GetOptions{})
+	assert.NoError(t, err, "the DaemonSet pod's attachment is still there")
+	assert.GreaterOrEqual(t, len(d.pauses), 8, "the drain waited several rounds for the volume")
+	assert.LessOrEqual(t, counter.lists.Load(), int32(1), "VolumeAttachments were listed once, not every round")
+	t.Logf("%d rounds, %d LISTs of VolumeAttachments", len(d.pauses)+1, counter.lists.Load())
 }

@@ -15,6 +15,8 @@ const (
 	reasonAwaitingVolumes       = "AwaitingVolumeDetachment" // Node: the VolumeAttachments still bound
 	reasonEvicted               = "Evicted"                  // pod: evicted through the Eviction API
 	reasonDisrupted             = "Disrupted"                // pod: deleted at the node's termination deadline
+	// Node and NodeClaim: the deadline recorded on a deleting claim; pods deleted for it.
+	reasonGraceExpiring = "TerminationGracePeriodExpiring"
 )
 
 // tell records one event on the node and on its NodeClaim, whichever of them there is.

@@ -22,7 +22,6 @@ import (
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/faultpoint"
-	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
@@ -51,6 +50,7 @@ type executor struct {
 	// the decider publishes it again; the executor records progress well within it.
 	resumeAfter time.Duration
 	sleep       func(context.Context, time.Duration) // between drain rounds; nil: clock.Sleep
+	volumes     attachmentIndex                      // the VolumeAttachments drains wait for
 }
 
 // result is what one execution came to.
@@ -63,38 +63,37 @@ type result struct {
 	drainStats
 }
 
-// blocksOnDoNotDisrupt reports intents a karpenter.sh/do-not-disrupt pod holds back: the
-// voluntary ones and expiry. Interruptions and manual deletions go regardless.
-func blocksOnDoNotDisrupt(in *terminationv1.TerminationIntent) bool {
+// decidedByTheScheduler reports the reasons only the scheduler's decider gives, by deleting the
+// NodeClaim (the terminator publishes their intents for deleting claims, deleted.go).
+func decidedByTheScheduler(in *terminationv1.TerminationIntent) bool {
 	switch in.GetReason() {
 	case commonv1.TerminationReason_TERMINATION_REASON_EMPTY, commonv1.TerminationReason_TERMINATION_REASON_EXPIRED,
 		commonv1.TerminationReason_TERMINATION_REASON_UNDERUTILIZED, commonv1.TerminationReason_TERMINATION_REASON_DRIFTED:
 		return true
 	}
-	return in.GetVoluntary()
+	return false
 }
 
 // execute takes one intent as far as it can before budget: it returns errStillDraining if the
-// drain has not finished by then.
-func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationIntent, budget time.Time, log zerolog.Logger) (result, error) {
-	claim, err := e.claim(ctx, in.GetNodeClaimName())
+// drain has not finished by then. urgent says the intent came on the urgent subject, which only
+// the terminator's own interruption handling publishes to: only there is an interruption one.
+//
+// What it acts on is read afresh (see target), and how the drain goes is the claim's: once the
+// claim is deleting, its deadline is the deletion's (drainDeadline), whoever deleted it (a
+// decision, a person with kubectl, this executor); karpenter.sh/do-not-disrupt pods are held
+// until then, unless AWS is taking the instance.
+func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationIntent, urgent bool, budget time.Time, log zerolog.Logger) (result, error) {
+	interruption := in.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED
+	if interruption && !urgent {
+		return result{}, fmt.Errorf("interruption intent %s came on another subject than %s, where only the terminator publishes interruptions: %w",
+			in.GetIntentId(), subject.TerminationsUrgent, errRefused)
+	}
+	t, err := e.target(ctx, in, interruption, log)
 	if err != nil {
-		return result{}, err
+		return result{Node: t.nodeName, Instance: t.instance}, err
 	}
-	nodeName := in.GetNodeName()
-	if claim != nil && claim.Status.NodeName != "" {
-		nodeName = claim.Status.NodeName
-	}
-	node, err := e.k.nodes.find(ctx, nodeName)
-	if err != nil {
-		return result{}, err
-	}
-	res := result{Node: nodeName, Instance: in.GetInstanceId()}
-	if claim != nil && claim.Status.ProviderID != "" {
-		res.Instance = ec2v1.InstanceID(claim.Status.ProviderID)
-	} else if res.Instance == "" && node != nil {
-		res.Instance = ec2v1.InstanceID(node.Spec.ProviderID)
-	}
+	claim, node := t.claim, t.node
+	res := result{Node: t.nodeName, Instance: t.instance}
 	if claim == nil && node == nil {
 		if err := terminateInstance(ctx, e.ec2, e.cluster, res.Instance); err != nil {
 			return res, err
@@ -110,24 +109,19 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	}
 
 	committed := claim != nil && claim.DeletionTimestamp != nil
-	if why, err := e.blocker(ctx, in, node, committed); err != nil {
-		return res, err
-	} else if why != "" {
-		return e.abandon(ctx, node, res, why, log)
+	if claim != nil && !committed && decidedByTheScheduler(in) {
+		// Disruption is the scheduler's to decide, and it hands a decision over by deleting the
+		// claim: an intent of its reasons for a claim nobody deleted carries out no decision.
+		return res, fmt.Errorf("%s intent %s names nodeclaim %s, which is not being deleted: the scheduler decides %s and deletes the claim first: %w",
+			reasonName(in.GetReason()), in.GetIntentId(), claim.Name, reasonName(in.GetReason()), errRefused)
 	}
 	if node != nil {
 		if err := e.taint(ctx, node, in, log); err != nil {
 			return res, err
 		}
-		// A pod may have been bound just before the taint: look again now nothing new can land.
-		if why, err := e.blocker(ctx, in, node, committed); err != nil {
-			return res, err
-		} else if why != "" {
-			return e.abandon(ctx, node, res, why, log)
-		}
 	}
 	if claim != nil && !committed {
-		if err := e.commit(ctx, claim, in, log); err != nil {
+		if err := e.commit(ctx, claim, in, interruption, log); err != nil {
 			return res, err
 		}
 		if claim, err = e.claim(ctx, claim.Name); err != nil {
@@ -141,25 +135,9 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	beat := e.progress(ctx, claim, in, log)
 	beat()
 	if node != nil {
-		deadline, started := e.deadline(claim, in)
-		dctx, span := tracer.Start(ctx, "terminator.drain", trace.WithAttributes(attribute.String("fleetwright.node", node.Name),
-			attribute.String("fleetwright.reason", reasonName(in.GetReason()))))
-		done, err := e.drain(dctx, node.Name, deadline, budget, &res.drainStats, log, e.watchDrain(dctx, claim, node.Name, log, beat))
-		span.SetAttributes(attribute.Bool("fleetwright.drained", done))
-		endSpan(span, err)
-		if err != nil {
+		if err := e.drainNode(ctx, claim, node, in, interruption, budget, &res, log, beat); err != nil {
 			return res, err
 		}
-		if !done {
-			return res, errStillDraining
-		}
-		res.Drain = e.now().Sub(started)
-		l := log.Info().Str("node", node.Name).Dur("took", res.Drain)
-		if !deadline.IsZero() {
-			l = l.Dur("before_deadline", deadline.Sub(e.now())) // negative: pods were deleted without eviction at the deadline
-		}
-		l.Msg("drained node")
-		e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DRAINED, in, node)
 	}
 	tctx, span := tracer.Start(ctx, "terminator.terminate-instance", trace.WithAttributes(attribute.String("fleetwright.instance_id", res.Instance)))
 	err = terminateInstance(tctx, e.ec2, e.cluster, res.Instance)
@@ -191,18 +169,63 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	return res, nil
 }
 
+// drainNode drains the node of an intent's termination (see drain) as far as budget allows:
+// errStillDraining if it is not done by then. Its deadline is drainDeadline's, recorded on the
+// deleting claim.
+func (e *executor) drainNode(ctx context.Context, claim *karpv1.NodeClaim, node *corev1.Node, in *terminationv1.TerminationIntent, interruption bool,
+	budget time.Time, res *result, log zerolog.Logger, beat func(),
+) error {
+	pol := drainPolicy{Deadline: drainDeadline(claim, in, interruption, e.now()), Interruption: interruption}
+	e.recordDeadline(ctx, claim, pol.Deadline, log)
+	started := e.now()
+	if claim != nil && claim.DeletionTimestamp != nil {
+		started = claim.DeletionTimestamp.Time
+	}
+	dctx, span := tracer.Start(ctx, "terminator.drain", trace.WithAttributes(attribute.String("fleetwright.node", node.Name),
+		attribute.String("fleetwright.reason", reasonName(in.GetReason()))))
+	done, err := e.drain(dctx, node.Name, pol, budget, &res.drainStats, log, e.watchDrain(dctx, claim, node.Name, log, beat))
+	span.SetAttributes(attribute.Bool("fleetwright.drained", done))
+	endSpan(span, err)
+	if err != nil {
+		return err
+	}
+	if !done {
+		return errStillDraining
+	}
+	res.Drain = e.now().Sub(started)
+	l := log.Info().Str("node", node.Name).Dur("took", res.Drain)
+	if !pol.Deadline.IsZero() {
+		l = l.Dur("before_deadline", pol.Deadline.Sub(e.now())) // negative: pods were deleted at the deadline
+	}
+	l.Msg("drained node")
+	e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DRAINED, in, node)
+	return nil
+}
+
 // watchDrain returns what a drain tells of each round: it records progress (beat) and, as the
 // drain moves on, says so on the deleting NodeClaim (Drained False while pods are still to go,
 // then True; VolumesDetached False while VolumeAttachments still name the node, then True) and
 // on the Node and NodeClaim (FailedDraining with the pods still waiting once their evictions
 // were asked; AwaitingVolumeDetachment). Each is written when what it says changes.
 func (e *executor) watchDrain(ctx context.Context, claim *karpv1.NodeClaim, node string, log zerolog.Logger, beat func()) func(drainRound) {
-	var name, uid, said string
+	var name, uid, said, saidHeld string
 	if claim != nil {
 		name, uid = claim.Name, string(claim.UID)
 	}
 	return func(r drainRound) {
 		beat()
+		if len(r.Deleted) > 0 {
+			tell(e.events, node, name, uid, corev1.EventTypeWarning, reasonGraceExpiring, fmt.Sprintf(
+				"Deleted %d %s, each with the time left as its grace period: the termination grace period ends at %s: %s",
+				len(r.Deleted), plural(len(r.Deleted), "pod", "pods"), r.Deadline.UTC().Format(time.RFC3339), listed(r.Deleted)))
+		}
+		if r.Held != saidHeld {
+			saidHeld = r.Held
+			if r.Held != "" {
+				tell(e.events, node, name, uid, corev1.EventTypeNormal, reasonDisruptionBlocked, "Drain holds back: "+r.Held)
+				log.Info().Str("node", node).Str("held", r.Held).Msg("drain leaves do-not-disrupt pods be")
+			}
+		}
 		var conds []metav1.Condition
 		var state string
 		switch {
@@ -259,47 +282,6 @@ func (e *executor) claim(ctx context.Context, name string) (*karpv1.NodeClaim, e
 	return &nc, nil
 }
 
-// blocker says, in words, why a voluntary intent must not go ahead now: a do-not-disrupt
-// node or pod, or, for emptiness, a pod that arrived since the decision. Nothing holds back an
-// intent blocksOnDoNotDisrupt lets go, nor one whose claim is committed (being deleted).
-func (e *executor) blocker(ctx context.Context, in *terminationv1.TerminationIntent, node *corev1.Node, committed bool) (string, error) {
-	if node == nil || committed || !blocksOnDoNotDisrupt(in) {
-		return "", nil
-	}
-	if node.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
-		return "node " + node.Name + " is annotated " + karpv1.DoNotDisruptAnnotationKey, nil
-	}
-	pods, err := e.cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node.Name})
-	if err != nil {
-		return "", fmt.Errorf("listing pods on %s: %w", node.Name, err)
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if !active(p) {
-			continue
-		}
-		if p.Annotations[karpv1.DoNotDisruptAnnotationKey] == "true" {
-			return "pod " + p.Namespace + "/" + p.Name + " is annotated " + karpv1.DoNotDisruptAnnotationKey, nil
-		}
-		if in.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_EMPTY && !podproj.StaysWithNode(p) {
-			return "node is no longer empty: pod " + p.Namespace + "/" + p.Name + " runs on it", nil
-		}
-	}
-	return "", nil
-}
-
-// abandon gives a voluntary intent up and lifts the disrupted taint, if it was put on.
-func (e *executor) abandon(ctx context.Context, node *corev1.Node, res result, why string, log zerolog.Logger) (result, error) {
-	if node != nil {
-		if err := e.patchNode(ctx, node.Name, func(n *corev1.Node) { n.Spec.Taints = withoutDisrupted(n.Spec.Taints) }); err != nil {
-			return res, err
-		}
-	}
-	log.Info().Str("node", res.Node).Str("why", why).Msg("abandoned termination")
-	res.Outcome, res.Why = terminationv1.TerminationOutcome_TERMINATION_OUTCOME_ABANDONED, why
-	return res, nil
-}
-
 // taint puts karpenter.sh/disrupted:NoSchedule on the node, so nothing new lands on it.
 func (e *executor) taint(ctx context.Context, node *corev1.Node, in *terminationv1.TerminationIntent, log zerolog.Logger) error {
 	if hasDisruptedTaint(node) {
@@ -336,9 +318,11 @@ func (e *executor) patchNode(ctx context.Context, name string, mutate func(*core
 	return nil
 }
 
-// commit records the intent and the termination deadline on the NodeClaim, makes sure the
-// finalizer holds it, and deletes it: from here on the node goes.
-func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent, log zerolog.Logger) error {
+// commit records the intent on the NodeClaim, makes sure the finalizer holds it, and deletes it:
+// from here on the node goes. An interruption records its own deadline (when AWS takes the
+// instance) first; any other termination's counts from the deletion (recordDeadline), not from
+// the decision the intent carries.
+func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent, interruption bool, log zerolog.Logger) error {
 	_, err := e.k.claims.modify(ctx, claim.Name, func(nc *unstructured.Unstructured) bool {
 		if nc.GetDeletionTimestamp() != nil {
 			return false
@@ -351,7 +335,7 @@ func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *term
 			a = map[string]string{}
 		}
 		a[intentAnnotation] = in.GetIntentId()
-		if at, ok := intentDeadline(in, e.now()); ok {
+		if at, ok := intentDeadline(in, e.now()); ok && interruption {
 			a[karpv1.NodeClaimTerminationTimestampAnnotationKey] = at.UTC().Format(time.RFC3339)
 		}
 		nc.SetAnnotations(a)
@@ -367,6 +351,39 @@ func (e *executor) commit(ctx context.Context, claim *karpv1.NodeClaim, in *term
 	tell(e.events, claim.Status.NodeName, claim.Name, string(claim.UID), corev1.EventTypeNormal, reasonDisruptionTerminating,
 		"Disrupting node: "+reasonName(in.GetReason())+": "+in.GetWhy())
 	return nil
+}
+
+// recordDeadline records a deleting claim's drain deadline on it
+// (karpenter.sh/nodeclaim-termination-timestamp, as Karpenter's lifecycle controller does),
+// unless it records that one or an earlier one already, and says so in a
+// TerminationGracePeriodExpiring event. A redelivered or resumed intent, or another replica,
+// then reads the same deadline; an interruption's earlier one replaces a later one.
+func (e *executor) recordDeadline(ctx context.Context, claim *karpv1.NodeClaim, at time.Time, log zerolog.Logger) {
+	if claim == nil || claim.DeletionTimestamp == nil || at.IsZero() {
+		return
+	}
+	value := at.UTC().Format(time.RFC3339)
+	wrote, err := e.k.claims.modify(ctx, claim.Name, func(nc *unstructured.Unstructured) bool {
+		a := nc.GetAnnotations()
+		if t, err := time.Parse(time.RFC3339, a[karpv1.NodeClaimTerminationTimestampAnnotationKey]); err == nil && !t.After(at) {
+			return false
+		}
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[karpv1.NodeClaimTerminationTimestampAnnotationKey] = value
+		nc.SetAnnotations(a)
+		return true
+	})
+	if err != nil && !apierrors.IsNotFound(err) {
+		log.Warn().Err(err).Str("nodeclaim", claim.Name).Msg("recording the termination deadline")
+		return
+	}
+	if wrote {
+		log.Info().Str("nodeclaim", claim.Name).Str("deadline", value).Msg("recorded the termination deadline")
+		tell(e.events, claim.Status.NodeName, claim.Name, string(claim.UID), corev1.EventTypeWarning, reasonGraceExpiring,
+			"All pods will be deleted by "+value)
+	}
 }
 
 // progress returns a function that records on a deleting NodeClaim, at most every third of
@@ -418,50 +435,6 @@ func (e *executor) superseded(claim *karpv1.NodeClaim, in *terminationv1.Termina
 	owner := claim.Annotations[intentAnnotation]
 	t, err := time.Parse(time.RFC3339, claim.Annotations[progressAnnotation])
 	return err == nil && owner != "" && owner != in.GetIntentId() && e.now().Sub(t) < e.resumeAfter
-}
-
-// deadline is when remaining pods are deleted without eviction (zero: never), and when the
-// drain started. It is absolute: the deadline recorded on the claim when it was committed, or
-// the intent's own (intentDeadline), whichever comes first, so an interruption arriving while
-// an expiry is draining the node still ends the drain in time, and a redelivered or resumed
-// intent does not start its grace period again.
-func (e *executor) deadline(claim *karpv1.NodeClaim, in *terminationv1.TerminationIntent) (deadline, started time.Time) {
-	started = in.GetRequestTime().AsTime()
-	own, hasOwn := intentDeadline(in, e.now())
-	if claim != nil && claim.DeletionTimestamp != nil {
-		started = claim.DeletionTimestamp.Time
-		if ts := claim.Annotations[karpv1.NodeClaimTerminationTimestampAnnotationKey]; ts != "" {
-			if t, err := time.Parse(time.RFC3339, ts); err == nil {
-				if hasOwn && own.Before(t) {
-					return own, started
-				}
-				return t, started
-			}
-		}
-		if g := claim.Spec.TerminationGracePeriod; g != nil && !hasOwn {
-			return started.Add(g.Duration), started
-		}
-	}
-	if hasOwn {
-		return own, started
-	}
-	return time.Time{}, started
-}
-
-// intentDeadline is the instant an intent's grace period ends: its request time plus its grace
-// period (for a spot interruption, when AWS reclaims the instance), not the time a worker got
-// to it. An intent without a request time counts from now; one without a grace period has no
-// deadline.
-func intentDeadline(in *terminationv1.TerminationIntent, now time.Time) (time.Time, bool) {
-	g := in.GetGracePeriod()
-	if g == nil {
-		return time.Time{}, false
-	}
-	from := now
-	if t := in.GetRequestTime(); t != nil && t.IsValid() && t.AsTime().Unix() > 0 {
-		from = t.AsTime()
-	}
-	return from.Add(g.AsDuration()), true
 }
 
 // event publishes one node lifecycle step; a failure is only logged.

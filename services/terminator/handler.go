@@ -32,13 +32,13 @@ func (e *executor) handle(ctx context.Context, in *terminationv1.TerminationInte
 	}
 	log := e.log.With().Ctx(ctx).Str("intent", in.GetIntentId()).Str("nodeclaim", in.GetNodeClaimName()).
 		Str("nodepool", in.GetNodePoolName()).Str("reason", reasonName(in.GetReason())).Uint64("attempt", d.Attempt).Logger()
-	res, err := e.execute(ctx, in, budget, log)
+	res, err := e.execute(ctx, in, d.Subject == e.prefix.Of(subject.TerminationsUrgent), budget, log)
 	if errors.Is(err, errSuperseded) {
 		e.metrics.outcomes.WithLabelValues(reasonName(in.GetReason()), "superseded").Inc()
 		log.Info().Msg("resumed termination not needed: another intent is carrying it out")
 		return nil
 	}
-	if errors.Is(err, errNotOwned) {
+	if errors.Is(err, errNotOwned) || errors.Is(err, errRefused) {
 		return bus.Permanent(err) // dead-lettered, with the refusal, at once
 	}
 	if err != nil {

@@ -221,14 +221,15 @@ func (e *env) node(inst awsemu.InstanceInfo, edit ...func(*corev1.Node)) *corev1
 }
 
 // claim creates the NodeClaim of a launched instance of pool "default", as the scheduler and
-// launcher leave it: provider id and (if node is set) node name in its status.
-func (e *env) claim(name string, inst awsemu.InstanceInfo, node string) *karpv1.NodeClaim {
+// launcher leave it: provider id and (if node is set) node name in its status; edit changes it
+// before it is created.
+func (e *env) claim(name string, inst awsemu.InstanceInfo, node string, edit ...func(*karpv1.NodeClaim)) *karpv1.NodeClaim {
 	e.t.Helper()
-	return e.claimIn("default", name, inst, node)
+	return e.claimIn("default", name, inst, node, edit...)
 }
 
 // claimIn is claim, in the named pool.
-func (e *env) claimIn(pool, name string, inst awsemu.InstanceInfo, node string) *karpv1.NodeClaim {
+func (e *env) claimIn(pool, name string, inst awsemu.InstanceInfo, node string, edit ...func(*karpv1.NodeClaim)) *karpv1.NodeClaim {
 	e.t.Helper()
 	nc := &karpv1.NodeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodeClaim"},
@@ -237,6 +238,9 @@ func (e *env) claimIn(pool, name string, inst awsemu.InstanceInfo, node string) 
 			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
 			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{{Key: corev1.LabelInstanceTypeStable, Operator: corev1.NodeSelectorOpIn, Values: []string{inst.Type}}},
 		},
+	}
+	for _, f := range edit {
+		f(nc)
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nc)
 	require.NoError(e.t, err)

@@ -23,8 +23,8 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 )
 
-// claimTag tags an instance for a NodeClaim, as the launcher does.
-func claimTag(claim string) ec2types.Tag {
+// tagForClaim tags an instance for a NodeClaim, as the launcher does.
+func tagForClaim(claim string) ec2types.Tag {
 	return ec2types.Tag{Key: aws.String("karpenter.sh/nodeclaim"), Value: aws.String(claim)}
 }
 
@@ -62,15 +62,15 @@ func (e *env) gauge(name string) float64 {
 // adopt, and is kept.
 func TestOrphanCollectorSparesNodesAndEndsSecondLaunches(t *testing.T) {
 	e := newEnv(t, 131)
-	legacy := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, claimTag("legacy-a"))
+	legacy := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, tagForClaim("legacy-a"))
 	e.node(legacy) // registered: no karpenter.sh/unregistered taint
-	first := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, claimTag("twice"))
+	first := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, tagForClaim("twice"))
 	e.claim("twice", first, "")
-	second := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, claimTag("twice"))
+	second := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, tagForClaim("twice"))
 	e.node(second, func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{karpv1.UnregisteredNoExecuteTaint} })
-	inflight := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, claimTag("in-flight"))
+	inflight := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, tagForClaim("in-flight"))
 	e.bareClaim("in-flight")
-	gone := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, claimTag("gone"))
+	gone := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, tagForClaim("gone"))
 	e.node(gone, func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{karpv1.UnregisteredNoExecuteTaint} })
 	e.run("--gc-interval", "200ms", "--gc-grace", "1m")
 
@@ -107,7 +107,7 @@ func (l *listThen) DescribeInstances(ctx context.Context, in *ec2.DescribeInstan
 // an orphan.
 func TestOrphanCollectorReadsClaimsAfterListingInstances(t *testing.T) {
 	e := newEnv(t, 132)
-	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, claimTag("recorded-meanwhile"))
+	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand, tagForClaim("recorded-meanwhile"))
 	cache, err := clusterstate.New(e.kube, e.dyn, clusterstate.Want{Nodes: true, NodeClaims: true}, zerolog.Nop())
 	require.NoError(t, err)
 	require.NoError(t, cache.Start(e.ctx))

@@ -311,6 +311,7 @@ func TestExecutorNeverTerminatesManagedNodeGroupInstances(t *testing.T) {
 	node := e.node(withNode, func(n *corev1.Node) { n.Labels, n.Finalizers = nil, nil }) // no pool's, not the terminator's
 	e.run()
 
+	urgent := prefix.Of(subject.TerminationsUrgent)
 	var seqs []uint64
 	for _, in := range []*terminationv1.TerminationIntent{
 		{IntentId: "mng-node/interrupted", NodeName: node.Name, Reason: commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED,
@@ -318,16 +319,16 @@ func TestExecutorNeverTerminatesManagedNodeGroupInstances(t *testing.T) {
 		{IntentId: "mng-bare/interrupted", NodeName: "gone-" + bare.PrivateDNS, InstanceId: bare.ID,
 			Reason: commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED, RequestTime: timestamppb.New(epoch), Why: "test"},
 	} {
-		ack, err := e.conn.PublishAck(e.ctx, intentsSubject(), in, in.GetIntentId())
+		ack, err := e.conn.PublishAck(e.ctx, urgent, in, in.GetIntentId()) // interruptions come on the urgent subject
 		require.NoError(t, err)
 		seqs = append(seqs, ack.Sequence)
 	}
 	require.Eventually(t, func() bool {
-		return e.consumed(intentsSubject(), "terminator", seqs[0]) && e.consumed(intentsSubject(), "terminator", seqs[1])
+		return e.consumed(urgent, "terminator-urgent", seqs[0]) && e.consumed(urgent, "terminator-urgent", seqs[1])
 	}, wait, tick, "both intents are settled")
 	// Counted once the message is settled, which the consumer's state may show first.
 	assert.Eventually(t, func() bool {
-		return strings.Contains(e.metrics(), `outcome="deadlettered",subject="`+intentsSubject()+`"} 2`)
+		return strings.Contains(e.metrics(), `outcome="deadlettered",subject="`+urgent+`"} 2`)
 	}, wait, tick, "the refusals are dead-lettered, not retried")
 
 	for _, inst := range []awsemu.InstanceInfo{withNode, bare} {

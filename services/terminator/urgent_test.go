@@ -154,7 +154,7 @@ func TestCommitRecordsTheIntentsDeadline(t *testing.T) {
 	requested := time.Now().Add(-90 * time.Second).Truncate(time.Second)
 	in := &terminationv1.TerminationIntent{IntentId: string(nc.UID) + "/interrupted", NodeClaimName: nc.Name,
 		Reason: commonv1.TerminationReason_TERMINATION_REASON_INTERRUPTED, RequestTime: timestamppb.New(requested), GracePeriod: durationpb.New(2 * time.Minute)}
-	require.NoError(t, ex.commit(e.ctx, nc, in, ex.log))
+	require.NoError(t, ex.commit(e.ctx, nc, in, true, ex.log))
 
 	u, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, nc.Name, metav1.GetOptions{})
 	require.NoError(t, err)
