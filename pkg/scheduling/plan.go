@@ -25,6 +25,10 @@ type Input struct {
 	MaxInstanceTypes int
 	// SkipImprovement turns the cost-improvement step off (to measure what it buys).
 	SkipImprovement bool
+	// PreferencePolicy is Karpenter's --preference-policy: Respect ("" too) keeps each pod's
+	// preferences until it cannot be placed, then relaxes them one at a time; Ignore plans as if
+	// pods had none.
+	PreferencePolicy PreferencePolicy
 }
 
 // OfferingKey names one offering.

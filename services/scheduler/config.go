@@ -36,6 +36,10 @@ type config struct {
 	// keep, which the scheduler takes off every type's memory (Karpenter's
 	// VM_MEMORY_OVERHEAD_PERCENT, a fraction despite the name).
 	VMMemoryOverhead float64
+	// PreferencePolicy is Karpenter's --preference-policy: Respect relaxes pods' preferences one
+	// at a time, Ignore plans as if they had none (every solve: provisioning, consolidation,
+	// interruptions, simulate).
+	PreferencePolicy scheduling.PreferencePolicy
 	// Disruption: how often the leader looks for nodes to consolidate or replace; the share of
 	// the replaced price a replacement must save (a NodePool's fleetwright.io/consolidation-min-savings
 	// overrides it); how long a replacement may take to initialize; the SpotToSpotConsolidation gate.
@@ -67,6 +71,8 @@ func parseConfig(args []string) (config, error) {
 		"how often the leader ends the nominations of pods a ready node has no room left for (env NOMINATION_CHECK_INTERVAL)")
 	fs.Float64Var(&c.VMMemoryOverhead, "vm-memory-overhead-percent", service.EnvFloat("VM_MEMORY_OVERHEAD_PERCENT", scheduling.VMMemoryOverhead),
 		"share of an instance's memory the hypervisor and kernel keep, as a fraction: 0.075 is 7.5% (env VM_MEMORY_OVERHEAD_PERCENT)")
+	policy := fs.String("preference-policy", service.Env("PREFERENCE_POLICY", string(scheduling.PreferenceRespect)),
+		"Respect: pods' preferences hold until a pod cannot be placed, then are relaxed one at a time in Karpenter's order; Ignore: they are not considered (env PREFERENCE_POLICY)")
 	fs.DurationVar(&c.DisruptionInterval, "disruption-interval", service.EnvDuration("DISRUPTION_INTERVAL", 5*time.Second),
 		"how often the leader looks for nodes to consolidate and drifted nodes to replace (env DISRUPTION_INTERVAL)")
 	fs.Float64Var(&c.MinSavings, "consolidation-min-savings", service.EnvFloat("CONSOLIDATION_MIN_SAVINGS", 0.05),
@@ -103,6 +109,10 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.MinSavings < 0 || c.MinSavings >= 1 {
 		errs = append(errs, errors.New("--consolidation-min-savings must be a fraction from 0 to below 1 (0.05 is 5%)"))
+	}
+	var perr error
+	if c.PreferencePolicy, perr = scheduling.ParsePreferencePolicy(*policy); perr != nil {
+		errs = append(errs, fmt.Errorf("--preference-policy: %w", perr))
 	}
 	gates, err := parseFeatureGates(c.FeatureGates)
 	if err != nil {

@@ -47,6 +47,7 @@ func (s *scheduler) input(v view, nodes []scheduling.Node, pods []scheduling.Pod
 		Clock:            s.now,
 		MaxInstanceTypes: s.cfg.MaxInstanceTypes,
 		NewID:            placeholderNames(),
+		PreferencePolicy: s.cfg.PreferencePolicy,
 	}
 	for _, p := range v.pools {
 		in.NodePools = append(in.NodePools, p.core)
