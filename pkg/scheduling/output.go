@@ -127,6 +127,9 @@ func (s *solver) nodeClaimOf(c *target, opts []int) NodeClaim {
 			nc.Labels[ks.key] = vs[0]
 		}
 	}
+	if ids := s.zoneIDs(nc.Zones); ids != nil {
+		nc.Requirements = append(nc.Requirements, Requirement{Key: LabelZoneID, Operator: OpIn, Values: ids})
+	}
 	nc.Requirements = append(nc.Requirements,
 		Requirement{Key: LabelZone, Operator: OpIn, Values: nc.Zones},
 		Requirement{Key: LabelCapacityType, Operator: OpIn, Values: nc.CapacityTypes},
