@@ -397,7 +397,9 @@ func (l *launcher) templateSpec(intent *launchv1.LaunchIntent, class nodeClassSp
 	for k, v := range intent.GetLabels() {
 		labels[k] = v
 	}
-	labels["karpenter.sh/nodepool"] = intent.GetNodePoolName()
+	if pool := intent.GetNodePoolName(); pool != "" { // a claim made by hand is of no pool: no label
+		labels["karpenter.sh/nodepool"] = pool
+	}
 	labels["karpenter.sh/capacity-type"] = capacityType
 	var taints []userdata.Taint
 	for _, t := range append(append([]*commonv1.Taint{}, intent.GetTaints()...), intent.GetStartupTaints()...) {
