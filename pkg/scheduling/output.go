@@ -9,6 +9,15 @@ import (
 // plan turns the solver's state into the Plan.
 func (s *solver) plan() Plan {
 	out := Plan{CreatedAt: s.clock(), Relaxations: s.relaxations}
+	for _, p := range s.pools {
+		switch {
+		case p.typeBits.empty():
+			out.PoolsWithoutTypes = append(out.PoolsWithoutTypes, PoolWithoutTypes{NodePool: p.np.Name})
+		case !s.minValuesHold(p, p.typeBits):
+			out.PoolsWithoutTypes = append(out.PoolsWithoutTypes, PoolWithoutTypes{NodePool: p.np.Name, MinValues: true})
+		}
+	}
+	sort.Slice(out.PoolsWithoutTypes, func(a, b int) bool { return out.PoolsWithoutTypes[a].NodePool < out.PoolsWithoutTypes[b].NodePool })
 	for _, c := range s.claims {
 		if c.deleted || len(c.pods) == 0 {
 			continue

@@ -56,6 +56,16 @@ type Plan struct {
 	Unschedulable []Unschedulable
 	// Relaxations lists every soft constraint dropped, in the order it was dropped.
 	Relaxations []Relaxation
+	// PoolsWithoutTypes are the pools whose own requirements leave no instance type with an
+	// available offering, or fewer than their minValues, by name.
+	PoolsWithoutTypes []PoolWithoutTypes
+}
+
+// PoolWithoutTypes is a pool no pod can use whatever it asks; MinValues: its types are too few
+// for its minValues.
+type PoolWithoutTypes struct {
+	NodePool  string
+	MinValues bool
 }
 
 // NodeClaim is a planned node.

@@ -244,3 +244,31 @@ func TestNodeLimitCapsTheClaims(t *testing.T) {
 		"the two pods left are told the nodes limit holds them")
 	assert.Equal(t, 2, limited(), "only the two pods left")
 }
+
+// A pool whose own requirements leave fewer instance types than its minValues asks is told so
+// on the NodePool, in Karpenter's words (its NoCompatibleInstanceTypes event), and no claim is
+// made for its pods.
+func TestPoolWithoutTypesIsTold(t *testing.T) {
+	e := newEnv(t, "sched-notypes")
+	e.createNodePool("minvalues", "default")
+	e.edit(clusterstate.NodePools, "minvalues", false, func(u *unstructured.Unstructured) {
+		req := map[string]any{"key": "node.kubernetes.io/instance-type", "operator": "In",
+			"values": []any{"m5.large", "invalid-instance-type-1", "invalid-instance-type-2"}, "minValues": int64(3)}
+		require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{req}, "spec", "template", "spec", "requirements"))
+	})
+	e.start("notypes")
+	e.refused("notypes-1", e.pendingPods("inflate", 1, "1"), "incompatible with nodepool minvalues")
+	const want = "NodePool requirements filtered out all compatible available instance types due to minValues incompatibility"
+	require.Eventually(t, func() bool {
+		list, err := e.kube.CoreV1().Events(metav1.NamespaceAll).List(e.ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=NodePool,involvedObject.name=minvalues,reason=NoCompatibleInstanceTypes"})
+		require.NoError(t, err)
+		for _, ev := range list.Items {
+			if ev.Message == want && ev.Type == corev1.EventTypeWarning {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 100*time.Millisecond, "the NodePool's NoCompatibleInstanceTypes event")
+	assert.Zero(t, e.launchIntentCount())
+}
