@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -227,28 +228,60 @@ func clean(ctx context.Context, c client.Client) error {
 			}
 		}
 	}
-	var left []string
-	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	left, err := waitGone(ctx, c, 5*time.Minute)
+	if err == nil {
+		return errors.Join(errs...)
+	}
+	// Something Fleetwright should have finished did not (its failing spec says what): force the
+	// finalizers off what is stuck deleting, so the specs after it start on a clean cluster, and
+	// say so.
+	var forced []string
+	for _, obj := range left {
+		if obj.GetDeletionTimestamp() == nil || len(obj.GetFinalizers()) == 0 {
+			continue
+		}
+		patch := client.MergeFrom(obj.DeepCopy())
+		obj.SetFinalizers(nil)
+		if err := c.Patch(ctx, obj, patch); client.IgnoreNotFound(err) == nil {
+			forced = append(forced, obj.GetObjectKind().GroupVersionKind().Kind+" "+obj.GetName())
+		}
+	}
+	errs = append(errs, fmt.Errorf("still there after 5 minutes: %s; finalizers forced off (stuck deleting): %v", names(left), forced))
+	if left, err := waitGone(ctx, c, time.Minute); err != nil {
+		errs = append(errs, fmt.Errorf("still there after that: %s", names(left)))
+	}
+	return errors.Join(errs...)
+}
+
+// waitGone waits until no node of a pool and no NodeClaim is left, and returns those left.
+func waitGone(ctx context.Context, c client.Client, timeout time.Duration) ([]*metav1.PartialObjectMetadata, error) {
+	var left []*metav1.PartialObjectMetadata
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		left = nil
-		nodes := &corev1.NodeList{}
-		if err := c.List(ctx, nodes, client.HasLabels{"karpenter.sh/nodepool"}); err != nil {
-			return false, nil
-		}
-		for _, n := range nodes.Items {
-			left = append(left, "node "+n.Name)
-		}
-		claims := &metav1.PartialObjectMetadataList{}
-		claims.SetGroupVersionKind(schema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodeClaimList"})
-		if err := c.List(ctx, claims); err != nil {
-			return false, nil
-		}
-		for _, cl := range claims.Items {
-			left = append(left, "nodeclaim "+cl.Name)
+		for _, gvk := range []schema.GroupVersionKind{{Version: "v1", Kind: "Node"}, {Group: "karpenter.sh", Version: "v1", Kind: "NodeClaim"}} {
+			list := &metav1.PartialObjectMetadataList{}
+			list.SetGroupVersionKind(gvk)
+			if err := c.List(ctx, list); err != nil {
+				return false, nil
+			}
+			for i := range list.Items {
+				obj := &list.Items[i]
+				if gvk.Kind == "Node" && obj.GetLabels()["karpenter.sh/nodepool"] == "" && obj.GetLabels()["karpenter.sh/registered"] == "" {
+					continue // not a node Fleetwright launched
+				}
+				obj.SetGroupVersionKind(gvk)
+				left = append(left, obj)
+			}
 		}
 		return len(left) == 0, nil
 	})
-	if err != nil {
-		errs = append(errs, fmt.Errorf("still there after 5 minutes: %v", left))
+	return left, err
+}
+
+func names(objs []*metav1.PartialObjectMetadata) string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.GetObjectKind().GroupVersionKind().Kind+" "+o.GetName())
 	}
-	return errors.Join(errs...)
+	return strings.Join(out, ", ")
 }
