@@ -11,7 +11,7 @@ export GONOSUMDB := k8s.io/kubernetes,k8s.io/controller-manager
 
 SERVICES := pod-watcher scheduler launcher terminator
 PACKAGES := ./pkg/... ./proto/... $(foreach s,$(SERVICES),./services/$(s)/...) ./tools/...
-MODULES  := proto pkg tools $(foreach s,$(SERVICES),services/$(s)) tools/devtools tools/imagebuild
+MODULES  := proto pkg tools $(foreach s,$(SERVICES),services/$(s)) tools/devtools tools/imagebuild tools/karpenter-e2e/suites
 LOCAL    := .local
 BIN      := $(LOCAL)/bin
 # Code generators and linters, pinned in tools/devtools (a module outside go.work), built here.
@@ -23,7 +23,7 @@ TEST_TIMEOUT ?= 60m
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PLATFORMS ?= linux/amd64,linux/arm64
 
-.PHONY: help build test unit fuzz images images-check lint tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean
+.PHONY: help build test unit fuzz images images-check lint tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean karpenter-e2e
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z][a-zA-Z0-9_-]*:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -102,7 +102,7 @@ proto-check: devtools ## fail if the committed generated code is stale
 	  echo "proto/gen is stale: run 'make proto' and commit the result"; exit 1; \
 	fi; echo "proto/gen is up to date"
 
-crds: devtools ## regenerate deepcopy and deploy/crds from pkg/apis (controller-gen pinned in tools/devtools; tools/crdpatch bounds what markers cannot reach)
+crds: devtools ## regenerate deepcopy and deploy/crds from pkg/apis (controller-gen pinned in tools/devtools; tools/crdpatch bounds what markers cannot reach and refuses unknown fields)
 	controller-gen object paths=./pkg/apis/...
 	rm -f deploy/crds/*_*.yaml
 	controller-gen crd paths=./pkg/apis/... output:crd:artifacts:config=deploy/crds
@@ -129,6 +129,12 @@ down: ## stop everything make up or make demo started
 
 status: ## what the local stack runs, and whether each part is ready
 	@if [ -x $(BIN)/stack ]; then $(BIN)/stack status; else echo "stack: not running"; fi
+
+# Karpenter's own e2e suites (pinned in tools/karpenter-e2e/suites, a module outside go.work),
+# run against `make up`'s stack in batches; the table goes to docs/karpenter-e2e.md. Hours.
+# KARPENTER_E2E_ARGS narrows it, e.g. --batch validation,strict or --focus 'Drift'.
+karpenter-e2e: ## Karpenter's regression and scheduling suites against `make up`'s stack (make up first)
+	go run ./tools/karpenter-e2e $(if $(KARPENTER_E2E_ARGS),$(KARPENTER_E2E_ARGS),--out docs/karpenter-e2e.md)
 
 demo: stack-bin ## up, then the getting-started scale-up
 	$(BIN)/stack demo

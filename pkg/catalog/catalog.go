@@ -55,6 +55,10 @@ type InstanceType struct {
 	LocalNVMeGiB         *int64  `json:"localNVMeGiB"`
 	NetworkBandwidthMbps *int64  `json:"networkBandwidthMbps"`
 	EBSBandwidthMbps     *int64  `json:"ebsBandwidthMbps"`
+	// CPUSustainedClockSpeedMhz is the all-core turbo clock; EncryptionInTransitSupported whether
+	// traffic between such instances is encrypted (both DescribeInstanceTypes').
+	CPUSustainedClockSpeedMhz    *int  `json:"cpuSustainedClockSpeedMhz"`
+	EncryptionInTransitSupported *bool `json:"encryptionInTransitSupported"`
 
 	OnDemandPriceUSDPerHour float64 `json:"onDemandPriceUSDPerHour"`
 }

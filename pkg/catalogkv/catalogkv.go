@@ -251,6 +251,11 @@ func Facts(it *catalogv1.InstanceType) catalog.InstanceType {
 	if n := int(it.GetAcceleratorCount()); n > 0 {
 		t.AcceleratorCount = &n
 	}
+	if n := int(it.GetCpuSustainedClockSpeedMhz()); n > 0 {
+		t.CPUSustainedClockSpeedMhz = &n
+	}
+	eit := it.GetEncryptionInTransitSupported()
+	t.EncryptionInTransitSupported = &eit
 	if t.MaxPods == 0 {
 		t.MaxPods = 110
 	}

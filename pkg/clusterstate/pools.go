@@ -32,6 +32,8 @@ type Pool struct {
 	// which alone its nodes can launch; nil while unknown (not resolved yet, or an
 	// AWSNodeTemplate), when the launcher's subnet choice is the only limit.
 	Zones []string
+	// ZoneIDs maps those zones to their ids (topology.k8s.aws/zone-id), from the same subnets.
+	ZoneIDs map[string]string
 	// NodeClassHash is the hash of the pool's EC2NodeClass (EC2NodeClass.Hash) that a NodeClaim
 	// made now records; "" while unknown (the cache holds no node classes, the class does not
 	// exist, or a Provisioner's AWSNodeTemplate, whose translation depends on the launcher's
@@ -94,7 +96,7 @@ func (c *Cache) Pools() []Pool {
 				p.Kubelet = nc.Spec.Kubelet
 				p.BlockDeviceMappings, p.InstanceStorePolicy = nc.Spec.BlockDeviceMappings, nc.Spec.InstanceStorePolicy
 				p.AMIFamily = nc.ResolvedAMIFamily()
-				p.Zones = subnetZones(nc.Status.Subnets)
+				p.Zones, p.ZoneIDs = subnetZones(nc.Status.Subnets), subnetZoneIDs(nc.Status.Subnets)
 				p.NodeClassHash = nc.Hash()
 			}
 		}
@@ -169,6 +171,20 @@ func (c *Cache) NodeClass(kind, name string, opts translate.Options) (*ec2v1.EC2
 		}
 	}
 	return nil, fmt.Errorf("%w: no EC2NodeClass or AWSNodeTemplate named %q", ErrNoNodeClass, name)
+}
+
+// subnetZoneIDs maps the resolved subnets' zones to their zone ids (nil: none known).
+func subnetZoneIDs(subnets []ec2v1.Subnet) map[string]string {
+	var ids map[string]string
+	for _, s := range subnets {
+		if s.Zone != "" && s.ZoneID != "" {
+			if ids == nil {
+				ids = map[string]string{}
+			}
+			ids[s.Zone] = s.ZoneID
+		}
+	}
+	return ids
 }
 
 // subnetZones are the distinct zones of resolved subnets, sorted.

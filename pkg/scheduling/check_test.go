@@ -101,11 +101,20 @@ func checkPlan(t *testing.T, in Input, plan Plan) {
 			for _, z := range nc.Zones {
 				for _, ct := range nc.CapacityTypes {
 					l := map[string]string{LabelZone: z, LabelCapacityType: ct, LabelNodePool: pool.Name}
+					if id, ok := in.ZoneIDs[z]; ok {
+						l[LabelZoneID] = id // as the launcher labels the node
+					}
 					for k, v := range it.Labels {
 						l[k] = v
 					}
 					for k, v := range nc.Labels {
 						l[k] = v
+					}
+					// As the kubelet, the cloud controller and the EBS CSI driver label it.
+					for old, key := range normalizedLabels {
+						if v, ok := l[key]; ok {
+							l[old] = v
+						}
 					}
 					labelSets = append(labelSets, l)
 				}

@@ -259,9 +259,7 @@ func newConsolidator(in *ConsolidationInput) (*consolidator, error) {
 		for j := range in.Nodes[i].Pods {
 			p := &in.Nodes[i].Pods[j]
 			if movable(p) {
-				ps := &podState{pod: p, req: s.podRequests(p)}
-				ps.shape = s.shapeFor(ps)
-				ps.shape0 = ps.shape
+				ps := s.newPodState(p)
 				cs.pods = append(cs.pods, ps)
 				costed = append(costed, *p)
 			}
@@ -392,7 +390,7 @@ func (k *consolidator) consider(cs []*candState, explain bool) (*Command, reject
 			c.pool.committed.sub(c.capVec)
 		}
 		for _, ps := range c.pods {
-			ps.relax, ps.target, ps.capped = relaxState{}, nil, false
+			ps.relax, ps.target, ps.capped = ps.relax0, nil, false
 			ps.shape = ps.shape0
 			pods = append(pods, ps)
 		}

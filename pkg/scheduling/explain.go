@@ -187,7 +187,7 @@ func isZero(v vec) bool {
 func offeringReqs(r Requirements) string {
 	var parts []string
 	for _, ks := range r {
-		if ks.key == LabelZone || ks.key == LabelCapacityType {
+		if ks.key == LabelZone || ks.key == LabelZoneID || ks.key == LabelCapacityType {
 			parts = append(parts, ks.key+" "+ks.set.String())
 		}
 	}

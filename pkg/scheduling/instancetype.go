@@ -125,5 +125,13 @@ func TypeLabels(ct catalog.InstanceType) map[string]string {
 	setInt(LabelInstanceLocalNVMe, ct.LocalNVMeGiB)
 	setInt(LabelInstanceNetworkBW, ct.NetworkBandwidthMbps)
 	setInt(LabelInstanceEBSBW, ct.EBSBandwidthMbps)
+	if ct.CPUSustainedClockSpeedMhz != nil {
+		l[LabelInstanceCPUClock] = strconv.Itoa(*ct.CPUSustainedClockSpeedMhz)
+	}
+	if ct.EncryptionInTransitSupported != nil {
+		l[LabelInstanceEncryptTransit] = strconv.FormatBool(*ct.EncryptionInTransitSupported)
+	}
+	// As Karpenter: from the family's name (m7i-flex, c7i-flex).
+	l[LabelInstanceCapabilityFlex] = strconv.FormatBool(strings.Contains(ct.Family, "-flex"))
 	return l
 }

@@ -9,6 +9,7 @@ const (
 	LabelCapacityType    = "karpenter.sh/capacity-type"
 	LabelInstanceType    = "node.kubernetes.io/instance-type"
 	LabelZone            = "topology.kubernetes.io/zone"
+	LabelZoneID          = "topology.k8s.aws/zone-id" // an offering label: Input.ZoneIDs maps zones to it
 	LabelRegion          = "topology.kubernetes.io/region"
 	LabelHostname        = "kubernetes.io/hostname"
 	LabelArch            = "kubernetes.io/arch"
@@ -32,7 +33,21 @@ const (
 	LabelInstanceLocalNVMe       = "karpenter.k8s.aws/instance-local-nvme"
 	LabelInstanceNetworkBW       = "karpenter.k8s.aws/instance-network-bandwidth"
 	LabelInstanceEBSBW           = "karpenter.k8s.aws/instance-ebs-bandwidth"
+	LabelInstanceCPUClock        = "karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz"
+	LabelInstanceEncryptTransit  = "karpenter.k8s.aws/instance-encryption-in-transit-supported"
+	LabelInstanceCapabilityFlex  = "karpenter.k8s.aws/instance-capability-flex"
 )
+
+// normalizedLabels are the keys read as another, as Karpenter reads them (its NormalizedLabels,
+// and the AWS provider's EBS CSI zone): deprecated ones Kubernetes nodes still carry.
+var normalizedLabels = map[string]string{
+	"failure-domain.beta.kubernetes.io/zone":   LabelZone,
+	"failure-domain.beta.kubernetes.io/region": LabelRegion,
+	"beta.kubernetes.io/arch":                  LabelArch,
+	"beta.kubernetes.io/os":                    LabelOS,
+	"beta.kubernetes.io/instance-type":         LabelInstanceType,
+	"topology.ebs.csi.aws.com/zone":            LabelZone,
+}
 
 // Capacity types.
 const (
@@ -53,7 +68,7 @@ func isTypeLabel(key string) bool {
 // region, so a pod may require it although the pool does not mention it.
 func isWellKnown(key string) bool {
 	switch key {
-	case LabelZone, LabelCapacityType, LabelRegion:
+	case LabelZone, LabelZoneID, LabelCapacityType, LabelRegion:
 		return true
 	}
 	return isTypeLabel(key)

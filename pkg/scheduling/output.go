@@ -9,6 +9,15 @@ import (
 // plan turns the solver's state into the Plan.
 func (s *solver) plan() Plan {
 	out := Plan{CreatedAt: s.clock(), Relaxations: s.relaxations}
+	for _, p := range s.pools {
+		switch {
+		case p.typeBits.empty():
+			out.PoolsWithoutTypes = append(out.PoolsWithoutTypes, PoolWithoutTypes{NodePool: p.np.Name})
+		case !s.minValuesHold(p, p.typeBits):
+			out.PoolsWithoutTypes = append(out.PoolsWithoutTypes, PoolWithoutTypes{NodePool: p.np.Name, MinValues: true})
+		}
+	}
+	sort.Slice(out.PoolsWithoutTypes, func(a, b int) bool { return out.PoolsWithoutTypes[a].NodePool < out.PoolsWithoutTypes[b].NodePool })
 	for _, c := range s.claims {
 		if c.deleted || len(c.pods) == 0 {
 			continue
@@ -126,6 +135,9 @@ func (s *solver) nodeClaimOf(c *target, opts []int) NodeClaim {
 		if vs, fin := ks.set.finite(); fin && len(vs) == 1 && !ks.set.absent {
 			nc.Labels[ks.key] = vs[0]
 		}
+	}
+	if ids := s.zoneIDs(nc.Zones); ids != nil {
+		nc.Requirements = append(nc.Requirements, Requirement{Key: LabelZoneID, Operator: OpIn, Values: ids})
 	}
 	nc.Requirements = append(nc.Requirements,
 		Requirement{Key: LabelZone, Operator: OpIn, Values: nc.Zones},

@@ -25,6 +25,14 @@ type Input struct {
 	MaxInstanceTypes int
 	// SkipImprovement turns the cost-improvement step off (to measure what it buys).
 	SkipImprovement bool
+	// ZoneIDs maps each zone to its id (topology.k8s.aws/zone-id, e.g. use1-az1: the same
+	// physical zone in every account): a requirement on the id picks the zones that have it. A
+	// zone without an id here has no zone-id label.
+	ZoneIDs map[string]string
+	// PreferencePolicy is Karpenter's --preference-policy: Respect ("" too) keeps each pod's
+	// preferences until it cannot be placed, then relaxes them one at a time; Ignore plans as if
+	// pods had none.
+	PreferencePolicy PreferencePolicy
 }
 
 // OfferingKey names one offering.
@@ -48,6 +56,16 @@ type Plan struct {
 	Unschedulable []Unschedulable
 	// Relaxations lists every soft constraint dropped, in the order it was dropped.
 	Relaxations []Relaxation
+	// PoolsWithoutTypes are the pools whose own requirements leave no instance type with an
+	// available offering, or fewer than their minValues, by name.
+	PoolsWithoutTypes []PoolWithoutTypes
+}
+
+// PoolWithoutTypes is a pool no pod can use whatever it asks; MinValues: its types are too few
+// for its minValues.
+type PoolWithoutTypes struct {
+	NodePool  string
+	MinValues bool
 }
 
 // NodeClaim is a planned node.

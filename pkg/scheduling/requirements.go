@@ -314,7 +314,11 @@ func NewRequirements(reqs ...Requirement) (Requirements, error) {
 		if err != nil {
 			return nil, fmt.Errorf("compiling requirement on %s: %w", r.Key, err)
 		}
-		out = out.with(keyedSet{key: r.Key, set: s, minValues: r.MinValues})
+		key := r.Key
+		if k, ok := normalizedLabels[key]; ok {
+			key = k
+		}
+		out = out.with(keyedSet{key: key, set: s, minValues: r.MinValues})
 	}
 	return out, nil
 }

@@ -17,7 +17,8 @@ type podState struct {
 	target *target // where it was placed, nil while unplaced
 	// capped: a new claim was wanted but the run's claim cap was reached.
 	capped bool
-	shape0 *shape // the shape before any relaxation
+	relax0 relaxState // before any relaxation: none, or every preference under Ignore
+	shape0 *shape     // the shape at relax0
 }
 
 // relaxState counts the soft constraints dropped so far, in Karpenter's order.
@@ -54,6 +55,7 @@ type groupUse struct {
 	g        *tgroup
 	self     bool  // the pod matches the group's selector
 	eligible []int // domain ids the pod's requirements allow (nil for hostname)
+	required bool  // a required anti-affinity term: placed, the pod owns the group's domains
 }
 
 // nodeRequirements is the pod's node requirements at a relaxation: nodeSelector, one required
@@ -95,7 +97,9 @@ func topologyTerms(p *Pod, rs relaxState) []termSpec {
 		out = append(out, affinityTerm(p, kAffinity, t.Term))
 	}
 	for _, t := range p.PodAntiAffinity.Required {
-		out = append(out, affinityTerm(p, kAnti, t))
+		spec := affinityTerm(p, kAnti, t)
+		spec.required = true
+		out = append(out, spec)
 	}
 	for _, t := range sortedPreferredPod(p.PodAntiAffinity.Preferred)[min(rs.prefAnti, len(p.PodAntiAffinity.Preferred)):] {
 		out = append(out, affinityTerm(p, kAnti, t.Term))
@@ -150,10 +154,7 @@ func (s *solver) compilePods(extra []*Pod) error {
 		if p.UID == "" {
 			return fmt.Errorf("compiling pod %s/%s: empty UID", p.Namespace, p.Name)
 		}
-		ps := &podState{pod: p, req: s.podRequests(p)}
-		ps.shape = s.shapeFor(ps)
-		ps.shape0 = ps.shape
-		s.pods = append(s.pods, ps)
+		s.pods = append(s.pods, s.newPodState(p))
 	}
 	sort.SliceStable(s.pods, func(a, b int) bool { return podLess(s.pods[a], s.pods[b]) })
 	return nil
@@ -195,6 +196,9 @@ func (s *solver) shapeFor(ps *podState) *shape {
 		g := s.topo.byKey[t.groupKey()]
 		owned = append(owned, g)
 		fmt.Fprintf(&b, "%d,", g.id)
+		if t.required {
+			b.WriteString("r,")
+		}
 	}
 	b.WriteByte('|')
 	for _, g := range selected {
@@ -217,8 +221,8 @@ func (s *solver) shapeFor(ps *podState) *shape {
 			sh.inverse = append(sh.inverse, g)
 		}
 	}
-	for _, g := range owned {
-		use := groupUse{g: g, self: containsGroup(selected, g)}
+	for i, g := range owned {
+		use := groupUse{g: g, self: containsGroup(selected, g), required: terms[i].required}
 		if !g.space.hostname {
 			use.eligible = s.topo.eligible(g.space, reqs)
 		}

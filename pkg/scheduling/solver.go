@@ -201,13 +201,17 @@ func (s *solver) compileTypes() error {
 	return nil
 }
 
-// maskOf turns the zone and capacity-type parts of requirements into offering bits.
+// maskOf turns the zone, zone-id and capacity-type parts of requirements into offering bits.
 func (s *solver) maskOf(r Requirements) uint64 {
 	zs, zok := r.get(LabelZone)
+	ids, idok := r.get(LabelZoneID)
 	cs, cok := r.get(LabelCapacityType)
 	var m uint64
 	for zi, z := range s.zones {
 		if zok && !zs.has(z) {
+			continue
+		}
+		if id, known := s.in.ZoneIDs[z]; idok && !ids.matches(id, known) {
 			continue
 		}
 		for ci, c := range capacityTypes {
@@ -220,11 +224,12 @@ func (s *solver) maskOf(r Requirements) uint64 {
 	return m
 }
 
-// stripOffering drops the zone and capacity-type keys, which claims track as offering bits.
+// stripOffering drops the zone, zone-id and capacity-type keys, which claims track as offering
+// bits.
 func stripOffering(r Requirements) Requirements {
 	out := make(Requirements, 0, len(r))
 	for _, ks := range r {
-		if ks.key != LabelZone && ks.key != LabelCapacityType {
+		if ks.key != LabelZone && ks.key != LabelZoneID && ks.key != LabelCapacityType {
 			out = append(out, ks)
 		}
 	}
@@ -364,4 +369,18 @@ func (s *solver) place(ps *podState) bool {
 		}
 	}
 	return false
+}
+
+// zoneIDs are the ids of the zones, sorted; nil when any has no known id.
+func (s *solver) zoneIDs(zones []string) []string {
+	var ids []string
+	for _, z := range zones {
+		id, ok := s.in.ZoneIDs[z]
+		if !ok {
+			return nil
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }

@@ -238,8 +238,8 @@ func (s *solver) narrow(w *claimWork, sp *domainSpace, keep []int) {
 	}
 }
 
-// record counts a placed pod in every group that selects it, and as an owner of its
-// anti-affinity terms. A claim still open across several domains counts for anti-affinity in
+// record counts a placed pod in every group that selects it, and as an owner of its required
+// anti-affinity terms (its preferred ones bind only itself, as in Karpenter). A claim still open across several domains counts for anti-affinity in
 // all of them, to be safe, and not at all for spread and affinity (as Karpenter does).
 func (s *solver) record(ps *podState, t *target) {
 	sh := ps.shape
@@ -258,7 +258,7 @@ func (s *solver) record(ps *podState, t *target) {
 		s.domBuf = doms
 	}
 	for _, u := range sh.owned {
-		if u.g.kind != kAnti {
+		if u.g.kind != kAnti || !u.required {
 			continue
 		}
 		doms := s.domains(t, w, u.g.space, s.domBuf)

@@ -29,6 +29,10 @@ type termSpec struct {
 	selector   *LabelSelector
 	maxSkew    int32
 	minDomains int32
+	// required: a required anti-affinity term, whose owners keep the pods it selects out of
+	// their domains; a preferred one binds only its own pod (Karpenter tracks the inverse of
+	// required anti-affinity only). Not part of the group's key.
+	required bool
 }
 
 func (t termSpec) groupKey() string {

@@ -26,7 +26,6 @@ var UnsupportedKarpenterSettings = map[string]UnsupportedSetting{
 	"EKS_CONTROL_PLANE":                   {"false", "the launcher asks EKS DescribeCluster for the service CIDR whenever CLUSTER_CIDR is unset, and takes the endpoint from CLUSTER_ENDPOINT or its kubeconfig"},
 	"DISABLE_DRY_RUN":                     {"false", "EC2NodeClasses are not validated with EC2 dry-run calls; their statuses say what their terms resolve to"},
 	"ENABLE_ZONAL_SHIFT":                  {"false", "zonal shifts are not followed"},
-	"PREFERENCE_POLICY":                   {"Respect", "preferences (preferred affinities, ScheduleAnyway spreads) are respected, as Karpenter's default Respect"},
 	"MIN_VALUES_POLICY":                   {"Strict", "requirements' minValues are enforced strictly, as Karpenter's default Strict"},
 	"IGNORE_DRA_REQUESTS":                 {"true", "pods' DRA requests are ignored when planning, as Karpenter's default"},
 	"DISABLE_CLUSTER_STATE_OBSERVABILITY": {"false", "Fleetwright's metrics and events are always on"},

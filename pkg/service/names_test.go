@@ -146,9 +146,9 @@ func TestUnsupportedKarpenterSettingsAreRefused(t *testing.T) {
 	t.Setenv("ISOLATED_VPC", "False")
 	require.NoError(t, valid.Validate(), "Karpenter's defaults are harmless")
 	t.Setenv("RESERVED_ENIS", "2")
-	t.Setenv("PREFERENCE_POLICY", "Ignore")
+	t.Setenv("MIN_VALUES_POLICY", "BestEffort")
 	err := valid.Validate()
 	require.Error(t, err)
-	assert.ErrorContains(t, err, `PREFERENCE_POLICY="Ignore", RESERVED_ENIS="2"`)
+	assert.ErrorContains(t, err, `MIN_VALUES_POLICY="BestEffort", RESERVED_ENIS="2"`)
 	assert.ErrorContains(t, err, "docs/settings.md")
 }

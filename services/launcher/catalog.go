@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -177,6 +178,8 @@ func instanceType(info ec2types.InstanceTypeInfo) *catalogv1.InstanceType {
 			}
 		}
 		it.CpuManufacturer = strings.ToLower(aws.ToString(p.Manufacturer))
+		// GHz to MHz, rounded, as Karpenter's instance-cpu-sustained-clock-speed-mhz.
+		it.CpuSustainedClockSpeedMhz = int32(math.Round(aws.ToFloat64(p.SustainedClockSpeedInGhz) * 1000))
 	}
 	if g := info.GpuInfo; g != nil && len(g.Gpus) > 0 {
 		gpu := g.Gpus[0]
@@ -198,6 +201,7 @@ func instanceType(info ec2types.InstanceTypeInfo) *catalogv1.InstanceType {
 	}
 	if n := info.NetworkInfo; n != nil {
 		it.MaxEnis = aws.ToInt32(n.MaximumNetworkInterfaces)
+		it.EncryptionInTransitSupported = aws.ToBool(n.EncryptionInTransitSupported)
 		it.Ipv4PerEni = aws.ToInt32(n.Ipv4AddressesPerInterface)
 		if len(n.NetworkCards) > 0 && n.NetworkCards[0].BaselineBandwidthInGbps != nil {
 			it.NetworkBandwidthMbps = int64(*n.NetworkCards[0].BaselineBandwidthInGbps * 1000)

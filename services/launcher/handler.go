@@ -493,7 +493,9 @@ func (l *launcher) templateSpec(claim claimState, class nodeClassSpec, img image
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[karpv1.NodePoolLabelKey] = claim.NodePool
+	if claim.NodePool != "" { // a claim made by hand is of no pool: no label
+		labels[karpv1.NodePoolLabelKey] = claim.NodePool
+	}
 	labels[karpv1.CapacityTypeLabelKey] = capacityType
 	var taints []userdata.Taint
 	for _, t := range claim.Taints {

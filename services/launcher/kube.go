@@ -302,7 +302,7 @@ func (k *kubeNodes) List(context.Context) ([]nodeState, error) {
 // Adopt labels and annotates the node, adds the taints it lacks, removes the taints and puts the termination finalizer on it (so a
 // node deleted by hand is drained and its instance terminated first), on the node as the API
 // server has it now (an update conflicts, and is retried, if the node changed in between).
-func (k *kubeNodes) Adopt(ctx context.Context, name string, labels, annotations map[string]string, addTaints []corev1.Taint, removeTaints []string) error {
+func (k *kubeNodes) Adopt(ctx context.Context, name string, owner *metav1.OwnerReference, labels, annotations map[string]string, addTaints []corev1.Taint, removeTaints []string) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := k.api.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -328,6 +328,9 @@ func (k *kubeNodes) Adopt(ctx context.Context, name string, labels, annotations 
 		n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return slices.Contains(removeTaints, t.Key) })
 		if n.DeletionTimestamp == nil && !slices.Contains(n.Finalizers, karpv1.TerminationFinalizer) {
 			n.Finalizers = append(n.Finalizers, karpv1.TerminationFinalizer)
+		}
+		if owner != nil && !slices.ContainsFunc(n.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == owner.UID }) {
+			n.OwnerReferences = append(n.OwnerReferences, *owner)
 		}
 		_, err = k.api.Update(ctx, n, metav1.UpdateOptions{})
 		return err

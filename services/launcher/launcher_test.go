@@ -393,6 +393,11 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 		assert.True(t, node.Status.Capacity[r].Equal(nc.Status.Capacity[r]), "the claim's %s capacity is the node's", r)
 	}
 	assert.Contains(t, node.Finalizers, karpv1.TerminationFinalizer, "finalized at registration, so a deleted node is drained first")
+	blockOwnerDeletion := true
+	assert.Contains(t, node.OwnerReferences, metav1.OwnerReference{APIVersion: "karpenter.sh/v1", Kind: "NodeClaim", Name: nc.Name,
+		UID: nc.UID, BlockOwnerDeletion: &blockOwnerDeletion}, "owned by its claim, as Karpenter's nodes are")
+	assert.Equal(t, "2500", node.Labels["karpenter.k8s.aws/instance-cpu-sustained-clock-speed-mhz"])
+	assert.Equal(t, "false", node.Labels["karpenter.k8s.aws/instance-encryption-in-transit-supported"])
 	for _, taint := range node.Spec.Taints {
 		assert.NotEqual(t, karpv1.UnregisteredTaintKey, taint.Key, "lifted at registration")
 	}
@@ -425,6 +430,7 @@ func TestLaunchRegisterInitialize(t *testing.T) {
 	assert.Equal(t, int32(2), m5.Vcpu)
 	assert.Equal(t, int64(8192), m5.MemoryMib)
 	assert.Equal(t, int32(29), m5.MaxPods)
+	assert.Equal(t, int32(3100), m5.CpuSustainedClockSpeedMhz, "DescribeInstanceTypes' 3.1 GHz")
 	kinds := map[commonv1.CapacityType]int{}
 	for _, o := range m5.Offerings {
 		kinds[o.CapacityType]++
@@ -896,4 +902,28 @@ func TestFailedFirstCatalogIsRetriedSoon(t *testing.T) {
 	e.launch("default", "default-catalog1", "t4g.small")
 	require.Eventually(t, func() bool { return len(e.instancesFor("default-catalog1")) == 1 }, 30*time.Second, 100*time.Millisecond,
 		"launched once the catalog is out")
+}
+
+// A NodeClaim made by hand, of no NodePool, is launched like any other: its instance carries the
+// karpenter.sh/nodepool tag (empty, as Karpenter tags it), and its node no empty
+// karpenter.sh/nodepool label.
+func TestStandaloneClaimIsOfNoPool(t *testing.T) {
+	e := start(t)
+	intent := e.claimOf("default", "standalone", "t4g.small")
+	nc := e.nodeClaim("standalone")
+	delete(nc.Labels, karpv1.NodePoolLabelKey)
+	require.NoError(t, e.kube.Update(e.ctx, nc))
+	intent.NodePoolName = ""
+	e.publish(intent, "standalone")
+	nc = e.claimWhen("standalone", 90*time.Second, isRegistered, "launched and registered")
+	node := e.node(nc)
+	_, labelled := node.Labels[karpv1.NodePoolLabelKey]
+	assert.False(t, labelled, "no karpenter.sh/nodepool label: the claim is of no pool")
+	for k, v := range node.Labels {
+		assert.NotEmpty(t, v, "no empty label: %s", k)
+	}
+	insts := e.instancesFor("standalone")
+	require.Len(t, insts, 1)
+	assert.True(t, slices.ContainsFunc(insts[0].Tags, func(t awsemu.Tag) bool { return t.Key == "karpenter.sh/nodepool" }),
+		"tagged karpenter.sh/nodepool, as every instance the launcher starts")
 }

@@ -150,7 +150,7 @@ func (a *legacyNodes) adopt(ctx context.Context, n *corev1.Node, pool clustersta
 // record writes the adopted claim's status — launched, registered and initialized, the node's
 // capacity — and puts the termination finalizer on the node.
 func (a *legacyNodes) record(ctx context.Context, claim string, n *corev1.Node) error {
-	if err := a.nodes.Adopt(ctx, n.Name, map[string]string{karpv1.NodeRegisteredLabelKey: "true", "karpenter.sh/initialized": "true"},
+	if err := a.nodes.Adopt(ctx, n.Name, nil, map[string]string{karpv1.NodeRegisteredLabelKey: "true", "karpenter.sh/initialized": "true"},
 		nil, nil, nil); err != nil {
 		return err
 	}

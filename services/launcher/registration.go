@@ -10,6 +10,8 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -32,8 +34,9 @@ type nodeState struct {
 type nodeStore interface {
 	List(ctx context.Context) ([]nodeState, error)
 	// Adopt labels and annotates the node for its claim, adds the taints it lacks (only while it
-	// is not yet labelled karpenter.sh/registered), removes the given ones and finalizes it.
-	Adopt(ctx context.Context, name string, labels, annotations map[string]string, addTaints []corev1.Taint, removeTaints []string) error
+	// is not yet labelled karpenter.sh/registered), removes the given ones, finalizes it and, with
+	// an owner, makes it the owner's (once).
+	Adopt(ctx context.Context, name string, owner *metav1.OwnerReference, labels, annotations map[string]string, addTaints []corev1.Taint, removeTaints []string) error
 }
 
 // registrar links Nodes to NodeClaims and marks them initialized. A node that never registers is
@@ -89,7 +92,12 @@ func (r *registrar) register(ctx context.Context, c claimState, n nodeState, log
 	// AMI family, whose user data is the class's own).
 	labels := map[string]string{karpv1.NodeRegisteredLabelKey: "true"}
 	maps.Copy(labels, c.Labels)
-	if err := r.nodes.Adopt(ctx, n.Name, labels, c.Annotations, c.Taints, []string{unregisteredTaintKey}); err != nil {
+	// The node is owned by its claim, as Karpenter's: the claim deleted, the garbage collector
+	// deletes the node too (behind its termination finalizer), and kubectl shows whose it is.
+	blockOwnerDeletion := true
+	owner := &metav1.OwnerReference{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodeClaim", Name: c.Name,
+		UID: types.UID(c.UID), BlockOwnerDeletion: &blockOwnerDeletion}
+	if err := r.nodes.Adopt(ctx, n.Name, owner, labels, c.Annotations, c.Taints, []string{unregisteredTaintKey}); err != nil {
 		return err
 	}
 	if changed, err := r.claims.MarkRegistered(ctx, c.Name, n.Name); err != nil || !changed {
@@ -112,7 +120,7 @@ func (r *registrar) initialize(ctx context.Context, c claimState, n nodeState, l
 			return nil // not yet: looked at again on the next pass
 		}
 	}
-	if err := r.nodes.Adopt(ctx, n.Name, map[string]string{"karpenter.sh/initialized": "true"}, nil, nil, nil); err != nil {
+	if err := r.nodes.Adopt(ctx, n.Name, nil, map[string]string{"karpenter.sh/initialized": "true"}, nil, nil, nil); err != nil {
 		return err
 	}
 	if changed, err := r.claims.MarkInitialized(ctx, c.Name); err != nil || !changed {

@@ -39,6 +39,10 @@ type config struct {
 	// keep, which the scheduler takes off every type's memory (Karpenter's
 	// VM_MEMORY_OVERHEAD_PERCENT, a fraction despite the name).
 	VMMemoryOverhead float64
+	// PreferencePolicy is Karpenter's --preference-policy: Respect relaxes pods' preferences one
+	// at a time, Ignore plans as if they had none (every solve: provisioning, consolidation,
+	// interruptions, simulate).
+	PreferencePolicy scheduling.PreferencePolicy
 	// Disruption: how often the leader looks for nodes to consolidate or replace; the share of
 	// the replaced price a replacement must save (a NodePool's fleetwright.io/consolidation-min-savings
 	// overrides it); how long a replacement may take to initialize; the SpotToSpotConsolidation gate.
@@ -73,6 +77,8 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.NominationCheck, "nomination-check-interval", service.EnvDuration("NOMINATION_CHECK_INTERVAL", 2*time.Second),
 		"how often the leader ends the nominations of pods a ready node has no room left for (env NOMINATION_CHECK_INTERVAL)")
 	scheduling.VMOverheadFlag(fs, &c.VMMemoryOverhead, service.EnvFloat)
+	fs.StringVar((*string)(&c.PreferencePolicy), "preference-policy", service.Env("PREFERENCE_POLICY", string(scheduling.PreferenceRespect)),
+		"Respect: pods' preferences hold until a pod cannot be placed, then are relaxed one at a time in Karpenter's order; Ignore: they are not considered (env PREFERENCE_POLICY)")
 	fs.DurationVar(&c.DisruptionInterval, "disruption-interval", service.EnvDuration("DISRUPTION_INTERVAL", 5*time.Second),
 		"how often the leader looks for nodes to consolidate and drifted nodes to replace (env DISRUPTION_INTERVAL)")
 	fs.Float64Var(&c.MinSavings, "consolidation-min-savings", service.EnvFloat("CONSOLIDATION_MIN_SAVINGS", 0.05),
@@ -114,6 +120,10 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.MinSavings < 0 || c.MinSavings >= 1 {
 		errs = append(errs, errors.New("--consolidation-min-savings must be a fraction from 0 to below 1 (0.05 is 5%)"))
+	}
+	var perr error
+	if c.PreferencePolicy, perr = scheduling.ParsePreferencePolicy(string(c.PreferencePolicy)); perr != nil {
+		errs = append(errs, fmt.Errorf("--preference-policy: %w", perr))
 	}
 	gates, err := parseFeatureGates(c.FeatureGates)
 	if err != nil {

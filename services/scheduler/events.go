@@ -3,17 +3,31 @@ package main
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 )
 
-// Event reasons the scheduler records on pods, as Karpenter records them.
+// Event reasons the scheduler records on pods and NodePools, as Karpenter records them.
 const (
-	reasonNominated        = "Nominated"
-	reasonFailedScheduling = "FailedScheduling"
+	reasonNominated                 = "Nominated"
+	reasonFailedScheduling          = "FailedScheduling"
+	reasonNoCompatibleInstanceTypes = "NoCompatibleInstanceTypes"
 	// reasonLaunchMisfit, on a NodeClaim: its node came up without room for what it was launched
 	// for (the launch-loop breaker counts it).
 	reasonLaunchMisfit = "LaunchMisfit"
 )
+
+// noCompatibleInstanceTypes tells a NodePool that its own requirements leave no instance type
+// (or too few for its minValues), in Karpenter's words.
+func noCompatibleInstanceTypes(r record.EventRecorder, name string, uid types.UID, minValues bool) {
+	msg := "NodePool requirements filtered out all compatible available instance types"
+	if minValues {
+		msg += " due to minValues incompatibility"
+	}
+	r.Event(clusterstate.PoolRef(name, uid), corev1.EventTypeWarning, reasonNoCompatibleInstanceTypes, msg)
+}
 
 // nominated tells the pod which NodeClaim (or node) it waits for.
 func nominated(r record.EventRecorder, pod *corev1.Pod, kind, name string) {

@@ -104,6 +104,11 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 	}
 	s.publishAdopted(ctx, targetsOf(plan.Placements), v, log)
 	s.reportUnschedulable(plan.Unschedulable, v, kube, log)
+	for _, p := range plan.PoolsWithoutTypes {
+		if pv, ok := v.pool(p.NodePool); ok && !pv.legacy {
+			noCompatibleInstanceTypes(s.recorder, p.NodePool, pv.uid, p.MinValues)
+		}
+	}
 	if len(claims) > 0 {
 		faultpoint.Reach(faultpoint.SchedulerBeforePublish)
 	}

@@ -24,6 +24,7 @@ type view struct {
 	nodes      []*corev1.Node
 	daemonSets []*appsv1.DaemonSet
 	types      []scheduling.InstanceType
+	zoneIDs    map[string]string // zone to topology.k8s.aws/zone-id, from the node classes' subnets
 	byName     map[string]*scheduling.InstanceType
 	// histories are the launch-loop records of the workloads claims were launched for.
 	histories map[string]podproj.LaunchHistory
@@ -49,6 +50,8 @@ func (s *scheduler) input(v view, nodes []scheduling.Node, pods []scheduling.Pod
 		Clock:            s.now,
 		MaxInstanceTypes: s.cfg.MaxInstanceTypes,
 		NewID:            placeholderNames(),
+		PreferencePolicy: s.cfg.PreferencePolicy,
+		ZoneIDs:          v.zoneIDs,
 	}
 	for _, p := range v.pools {
 		in.NodePools = append(in.NodePools, p.core)

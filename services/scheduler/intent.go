@@ -1,13 +1,17 @@
 package main
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/fleetwright/fleetwright/pkg/offerings"
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
+	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 )
@@ -19,6 +23,9 @@ type intentSource struct {
 	claim       claimView
 	pods        []*commonv1.PodRef
 	types       map[string]*scheduling.InstanceType
+	typeList    []scheduling.InstanceType // the same types, in the catalog's order
+	zoneIDs     map[string]string
+	maxTypes    int
 	unavailable []scheduling.OfferingKey
 	kubelet     *launchv1.KubeletConfig
 	now         time.Time
@@ -39,10 +46,15 @@ type claimView struct {
 // launchIntent builds the LaunchIntent of a NodeClaim: its instance types (the requirement's In
 // list) with the offerings its zone and capacity-type requirements allow, minus unavailable
 // ones, each type's offerings cheapest first and the types ordered by their cheapest offering.
+// A claim made by hand, whose requirements do not list its types, zones and capacity types,
+// launches as any type they and its requests allow (handMadeIntent).
 func launchIntent(src intentSource) *launchv1.LaunchIntent {
 	c := src.claim
 	zones := requirementValues(c.Requirements, scheduling.LabelZone)
 	capacityTypes := requirementValues(c.Requirements, scheduling.LabelCapacityType)
+	if requirementValues(c.Requirements, scheduling.LabelInstanceType) == nil || zones == nil || capacityTypes == nil {
+		return handMadeIntent(src)
+	}
 	in := &launchv1.LaunchIntent{
 		NodeClaimName: c.Name, NodeClaimUid: c.UID, NodePoolName: c.NodePool, NodeClassRef: c.NodeClassRef,
 		Zones: zones, Requirements: c.Requirements, Labels: c.Labels,
@@ -55,6 +67,41 @@ func launchIntent(src intentSource) *launchv1.LaunchIntent {
 	}
 	in.InstanceTypes = instanceTypeOptions(requirementValues(c.Requirements, scheduling.LabelInstanceType),
 		src.types, zones, capacityTypes, src.unavailable)
+	return in
+}
+
+// handMadeIntent is the LaunchIntent of a claim made by hand: the types, zones and capacity
+// types its requirements and requests allow (scheduling.ClaimOptions), as Karpenter launches a
+// NodeClaim of no NodePool.
+func handMadeIntent(src intentSource) *launchv1.LaunchIntent {
+	c := src.claim
+	in := &launchv1.LaunchIntent{
+		NodeClaimName: c.Name, NodeClaimUid: c.UID, NodePoolName: c.NodePool, NodeClassRef: c.NodeClassRef,
+		Requirements: c.Requirements, Labels: c.Labels, Taints: taints(c.Taints), StartupTaints: taints(c.StartupTaints),
+		Resources: resources(c.Requests), Pods: src.pods, Kubelet: src.kubelet,
+		CreateTime: timestamppb.New(src.now), BatchId: c.BatchID,
+	}
+	opts, err := scheduling.ClaimOptions(requirements(c.Requirements), podproj.CoreResources(c.Requests), src.typeList,
+		src.zoneIDs, src.unavailable, src.maxTypes)
+	if err != nil {
+		return in // no types: refused by the caller, with the claim named
+	}
+	zones, capacityTypes := map[string]bool{}, map[string]bool{}
+	for _, t := range opts {
+		opt := &launchv1.InstanceTypeOption{Name: t.Name}
+		for _, o := range t.Offerings {
+			opt.Offerings = append(opt.Offerings, &catalogv1.Offering{Zone: o.Zone, CapacityType: offerings.CapacityType(o.CapacityType),
+				PriceUsdPerHour: o.PriceUSDPerHour, Available: true})
+			zones[o.Zone], capacityTypes[o.CapacityType] = true, true
+		}
+		in.InstanceTypes = append(in.InstanceTypes, opt)
+	}
+	in.Zones = slices.Sorted(maps.Keys(zones))
+	for _, ct := range []string{scheduling.CapacityTypeSpot, scheduling.CapacityTypeOnDemand} {
+		if capacityTypes[ct] {
+			in.CapacityTypes = append(in.CapacityTypes, offerings.CapacityType(ct))
+		}
+	}
 	return in
 }
 

@@ -384,7 +384,8 @@ func (s *scheduler) remember(claim string, noms []podproj.PodNomination, pods []
 // publishIntent publishes the claim's LaunchIntent with Nats-Msg-Id = NodeClaim name.
 func (s *scheduler) publishIntent(ctx context.Context, c created, v view, source string) error {
 	p, _ := v.pool(c.state.NodePool)
-	intent := launchIntent(intentSource{claim: c.state.claimView, pods: c.pods, types: v.byName,
+	intent := launchIntent(intentSource{claim: c.state.claimView, pods: c.pods, types: v.byName, typeList: v.types,
+		zoneIDs: v.zoneIDs, maxTypes: s.cfg.MaxInstanceTypes,
 		unavailable: s.unavailable.Current(), kubelet: p.kubelet, now: s.now()})
 	if len(intent.GetInstanceTypes()) == 0 {
 		return fmt.Errorf("publishing launch intent for %s: no instance type has an available offering", c.state.Name)

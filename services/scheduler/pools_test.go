@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -243,4 +244,75 @@ func TestNodeLimitCapsTheClaims(t *testing.T) {
 	assert.Eventually(t, func() bool { return limited() >= 2 }, 30*time.Second, 100*time.Millisecond,
 		"the two pods left are told the nodes limit holds them")
 	assert.Equal(t, 2, limited(), "only the two pods left")
+}
+
+// A pool whose own requirements leave fewer instance types than its minValues asks is told so
+// on the NodePool, in Karpenter's words (its NoCompatibleInstanceTypes event), and no claim is
+// made for its pods.
+func TestPoolWithoutTypesIsTold(t *testing.T) {
+	e := newEnv(t, "sched-notypes")
+	e.createNodePool("minvalues", "default")
+	e.edit(clusterstate.NodePools, "minvalues", false, func(u *unstructured.Unstructured) {
+		req := map[string]any{"key": "node.kubernetes.io/instance-type", "operator": "In",
+			"values": []any{"m5.large", "invalid-instance-type-1", "invalid-instance-type-2"}, "minValues": int64(3)}
+		require.NoError(t, unstructured.SetNestedSlice(u.Object, []any{req}, "spec", "template", "spec", "requirements"))
+	})
+	e.start("notypes")
+	e.refused("notypes-1", e.pendingPods("inflate", 1, "1"), "incompatible with nodepool minvalues")
+	const want = "NodePool requirements filtered out all compatible available instance types due to minValues incompatibility"
+	require.Eventually(t, func() bool {
+		list, err := e.kube.CoreV1().Events(metav1.NamespaceAll).List(e.ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=NodePool,involvedObject.name=minvalues,reason=NoCompatibleInstanceTypes"})
+		require.NoError(t, err)
+		for _, ev := range list.Items {
+			if ev.Message == want && ev.Type == corev1.EventTypeWarning {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 100*time.Millisecond, "the NodePool's NoCompatibleInstanceTypes event")
+	assert.Zero(t, e.launchIntentCount())
+}
+
+// A NodeClaim made by hand, of no pool and naming no instance types, is launched as Karpenter
+// launches one: its intent offers every type its requirements and requests allow, on the
+// offerings they allow, cheapest first.
+func TestHandMadeClaimIsLaunchedAsItsRequirementsAllow(t *testing.T) {
+	e := newEnv(t, "sched-handmade")
+	e.start("handmade")
+	nc := karpv1.NodeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: "handmade"},
+		Spec: karpv1.NodeClaimSpec{
+			NodeClassRef: &karpv1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
+			Requirements: []karpv1.NodeSelectorRequirementWithMinValues{
+				{Key: "karpenter.k8s.aws/instance-category", Operator: corev1.NodeSelectorOpIn, Values: []string{"m"}},
+				{Key: "karpenter.k8s.aws/instance-generation", Operator: corev1.NodeSelectorOpGt, Values: []string{"4"}},
+				{Key: scheduling.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}},
+			},
+			Resources: karpv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}},
+		},
+	}
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&nc)
+	require.NoError(t, err)
+	created, err := e.dyn.Resource(clusterstate.NodeClaims).Create(e.ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	nc.UID = created.GetUID()
+	intent := e.nextIntentOf(nc)
+	require.NotEmpty(t, intent.GetInstanceTypes(), "types the claim's requirements allow")
+	assert.NotEmpty(t, intent.GetZones())
+	assert.Equal(t, []commonv1.CapacityType{commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND}, intent.GetCapacityTypes())
+	prev := 0.0
+	for _, it := range intent.GetInstanceTypes() {
+		ct, ok := catalog.Lookup(it.GetName())
+		require.True(t, ok, it.GetName())
+		assert.Equal(t, "m", ct.Category, it.GetName())
+		assert.Greater(t, ct.Generation, 4, it.GetName())
+		assert.GreaterOrEqual(t, ct.VCPU, 4, "%s: 3 CPUs must fit its allocatable", it.GetName())
+		for _, o := range it.GetOfferings() {
+			assert.Equal(t, commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND, o.GetCapacityType(), it.GetName())
+		}
+		assert.GreaterOrEqual(t, it.GetOfferings()[0].GetPriceUsdPerHour(), prev, "cheapest first")
+		prev = it.GetOfferings()[0].GetPriceUsdPerHour()
+	}
 }

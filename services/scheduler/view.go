@@ -38,6 +38,12 @@ func (s *scheduler) read() (view, error) {
 		}
 		core := corePool(p.NodePool)
 		core.Node = &ns
+		for z, id := range p.ZoneIDs {
+			if v.zoneIDs == nil {
+				v.zoneIDs = map[string]string{}
+			}
+			v.zoneIDs[z] = id // an account's zone ids are the same whichever class names the zone
+		}
 		if len(p.Zones) > 0 {
 			// Offerings only where the node class has a subnet: nothing else can launch.
 			core.Requirements = append(core.Requirements, scheduling.Requirement{Key: scheduling.LabelZone, Operator: scheduling.OpIn, Values: p.Zones})

@@ -274,7 +274,7 @@ func (e *Emulator) resolveOverridesLocked(r *fleetRequest) ([]override, []fleetE
 			if lt.InstanceProfile != "" && !e.profileExistsLocked(lt.InstanceProfile) {
 				// EC2 checks the profile when it launches, so each override fails in errorSet.
 				param := "iamInstanceProfile.name"
-				if strings.HasPrefix(lt.InstanceProfile, "arn:") {
+				if isArn(lt.InstanceProfile) {
 					param = "iamInstanceProfile.arn"
 				}
 				errs = append(errs, fleetErrorXML{LTO: o.xml(), Code: "InvalidParameterValue",
@@ -444,6 +444,7 @@ func (e *Emulator) newInstanceLocked(r *fleetRequest, c override, capacityType, 
 		SecurityGroups: c.lt.instanceGroups(), InstanceProfile: c.lt.InstanceProfile, Context: r.context,
 		BlockDevices: slices.Clone(c.lt.BlockDevices),
 	}
+	inst.profileArn, inst.profileID = e.profileRefLocked(c.lt.InstanceProfile)
 	inst.Tags = setTags(slices.Clone(c.lt.InstanceTags), r.tags)
 	inst.Tags = setTags(inst.Tags, []Tag{
 		{Key: "aws:ec2:fleet-id", Value: fleetID},

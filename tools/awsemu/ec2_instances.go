@@ -42,6 +42,13 @@ type instanceXML struct {
 	Hypervisor         string     `xml:"hypervisor"`
 	Groups             []groupXML `xml:"groupSet>item"`
 	Tags               []Tag      `xml:"tagSet>item"`
+	// IamInstanceProfile is the profile the instance was launched with; none: absent.
+	IamInstanceProfile *instanceProfileRefXML `xml:"iamInstanceProfile,omitempty"`
+}
+
+type instanceProfileRefXML struct {
+	Arn string `xml:"arn"`
+	ID  string `xml:"id"`
 }
 
 type reservationXML struct {
@@ -89,6 +96,9 @@ func (e *Emulator) instanceXML(i *instance, now time.Time) instanceXML {
 	}
 	if i.CapacityType == CapacitySpot {
 		x.InstanceLifecycle = "spot"
+	}
+	if i.profileArn != "" {
+		x.IamInstanceProfile = &instanceProfileRefXML{Arn: i.profileArn, ID: i.profileID}
 	}
 	for _, g := range i.SecurityGroups {
 		name := ""

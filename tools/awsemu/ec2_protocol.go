@@ -55,21 +55,22 @@ var ec2Actions map[string]ec2Handler
 
 func init() {
 	ec2Actions = map[string]ec2Handler{
-		"DescribeInstanceTypes":         (*Emulator).describeInstanceTypes,
-		"DescribeInstanceTypeOfferings": (*Emulator).describeInstanceTypeOfferings,
-		"DescribeSpotPriceHistory":      (*Emulator).describeSpotPriceHistory,
-		"DescribeAvailabilityZones":     (*Emulator).describeAvailabilityZones,
-		"DescribeSubnets":               (*Emulator).describeSubnets,
-		"DescribeSecurityGroups":        (*Emulator).describeSecurityGroups,
-		"DescribeImages":                (*Emulator).describeImages,
-		"CreateLaunchTemplate":          (*Emulator).createLaunchTemplate,
-		"DescribeLaunchTemplates":       (*Emulator).describeLaunchTemplates,
-		"DeleteLaunchTemplate":          (*Emulator).deleteLaunchTemplate,
-		"CreateFleet":                   (*Emulator).createFleet,
-		"DescribeInstances":             (*Emulator).describeInstances,
-		"TerminateInstances":            (*Emulator).terminateInstances,
-		"CreateTags":                    (*Emulator).createTags,
-		"DeleteTags":                    (*Emulator).deleteTags,
+		"DescribeInstanceTypes":          (*Emulator).describeInstanceTypes,
+		"DescribeInstanceTypeOfferings":  (*Emulator).describeInstanceTypeOfferings,
+		"DescribeSpotPriceHistory":       (*Emulator).describeSpotPriceHistory,
+		"DescribeAvailabilityZones":      (*Emulator).describeAvailabilityZones,
+		"DescribeSubnets":                (*Emulator).describeSubnets,
+		"DescribeSecurityGroups":         (*Emulator).describeSecurityGroups,
+		"DescribeImages":                 (*Emulator).describeImages,
+		"CreateLaunchTemplate":           (*Emulator).createLaunchTemplate,
+		"DescribeLaunchTemplates":        (*Emulator).describeLaunchTemplates,
+		"DescribeLaunchTemplateVersions": (*Emulator).describeLaunchTemplateVersions,
+		"DeleteLaunchTemplate":           (*Emulator).deleteLaunchTemplate,
+		"CreateFleet":                    (*Emulator).createFleet,
+		"DescribeInstances":              (*Emulator).describeInstances,
+		"TerminateInstances":             (*Emulator).terminateInstances,
+		"CreateTags":                     (*Emulator).createTags,
+		"DeleteTags":                     (*Emulator).deleteTags,
 	}
 }
 

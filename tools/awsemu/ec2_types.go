@@ -22,8 +22,9 @@ type instanceTypeXML struct {
 	BareMetal           bool     `xml:"bareMetal"`
 	Hypervisor          string   `xml:"hypervisor,omitempty"`
 	Processor           struct {
-		Architectures []string `xml:"supportedArchitectures>item"`
-		Manufacturer  string   `xml:"manufacturer,omitempty"`
+		Architectures  []string `xml:"supportedArchitectures>item"`
+		Manufacturer   string   `xml:"manufacturer,omitempty"`
+		SustainedClock float64  `xml:"sustainedClockSpeedInGhz,omitempty"`
 	} `xml:"processorInfo"`
 	VCPU struct {
 		Default int `xml:"defaultVCpus"`
@@ -123,6 +124,8 @@ func instanceTypeInfo(t catalog.InstanceType) instanceTypeXML {
 	}
 	x.Processor.Architectures = []string{arch}
 	x.Processor.Manufacturer = deref(t.CPUManufacturer)
+	x.Processor.SustainedClock = float64(deref(t.CPUSustainedClockSpeedMhz)) / 1000
+	x.Network.EncryptionInTransit = deref(t.EncryptionInTransitSupported)
 	x.VCPU.Default = t.VCPU
 	x.Memory.SizeInMiB = t.MemoryMiB
 	if t.LocalNVMeGiB != nil && *t.LocalNVMeGiB > 0 {

@@ -276,7 +276,7 @@ func (e *Emulator) roleXML(r *iamRole) roleXML {
 // leave tags out), its tags.
 func (e *Emulator) profileXMLLocked(p *instanceProfile, withTags bool) instanceProfileXML {
 	x := instanceProfileXML{Path: p.Path, InstanceProfileName: p.Name, InstanceProfileID: p.ID,
-		Arn: "arn:aws:iam::" + e.cfg.AccountID + ":instance-profile" + p.Path + p.Name, CreateDate: p.Created.UTC().Format(time.RFC3339), Roles: []roleXML{}}
+		Arn: e.profileArn(p), CreateDate: p.Created.UTC().Format(time.RFC3339), Roles: []roleXML{}}
 	if r, ok := e.roles[p.Role]; ok {
 		x.Roles = append(x.Roles, e.roleXML(r))
 	}
@@ -492,12 +492,32 @@ func (e *Emulator) listInstanceProfiles(f url.Values) (any, error) {
 
 // profileExistsLocked reports whether an instance profile, named or given by ARN, exists.
 func (e *Emulator) profileExistsLocked(nameOrArn string) bool {
-	name := nameOrArn
-	if strings.HasPrefix(nameOrArn, "arn:") {
-		name = nameOrArn[strings.LastIndexByte(nameOrArn, '/')+1:]
-	}
-	_, ok := e.profiles[name]
+	_, ok := e.profiles[profileName(nameOrArn)]
 	return ok
+}
+
+// profileRefLocked is the ARN and id of the instance profile a launch template names (by name
+// or ARN), as DescribeInstances shows them; "" for none.
+func (e *Emulator) profileRefLocked(nameOrArn string) (arn, id string) {
+	p, ok := e.profiles[profileName(nameOrArn)]
+	if nameOrArn == "" || !ok {
+		return "", ""
+	}
+	return e.profileArn(p), p.ID
+}
+
+func (e *Emulator) profileArn(p *instanceProfile) string {
+	return "arn:aws:iam::" + e.cfg.AccountID + ":instance-profile" + p.Path + p.Name
+}
+
+func isArn(s string) bool { return strings.HasPrefix(s, "arn:") }
+
+// profileName is the name in an instance profile's name or ARN.
+func profileName(nameOrArn string) string {
+	if isArn(nameOrArn) {
+		return nameOrArn[strings.LastIndexByte(nameOrArn, '/')+1:]
+	}
+	return nameOrArn
 }
 
 // InstanceProfileInfo is an instance profile as tests and the admin API see it.

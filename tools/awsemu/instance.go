@@ -67,7 +67,8 @@ type instance struct {
 	BlockDevices                                    []BlockDevice
 	SecurityGroups                                  []string
 	FleetID                                         string
-	InstanceProfile                                 string // from the launch template
+	InstanceProfile                                 string // from the launch template: a name or an ARN
+	profileArn, profileID                           string // the profile's, resolved at launch ("": none)
 	Context                                         string // the fleet's
 	gone                                            bool   // dropped after retention
 	// visibleAt and tagViews are what DescribeInstances shows of it when describes lag

@@ -65,7 +65,8 @@ func (e *Emulator) nodeSpec(inst *instance) NodeSpec {
 }
 
 // Node builds the Node a kubelet on this instance registers, with the AWS cloud controller's
-// labels and providerID, catalog-derived capacity and allocatable, and kwok's annotation.
+// labels and providerID, the EBS CSI driver's zone label (as an EKS node with the driver has),
+// catalog-derived capacity and allocatable, and kwok's annotation.
 func (s NodeSpec) Node() *corev1.Node {
 	t := s.Type
 	arch := t.Arch
@@ -82,6 +83,7 @@ func (s NodeSpec) Node() *corev1.Node {
 		corev1.LabelFailureDomainBetaZone:   s.Zone,
 		corev1.LabelFailureDomainBetaRegion: s.Region,
 		"topology.k8s.aws/zone-id":          s.ZoneID,
+		"topology.ebs.csi.aws.com/zone":     s.Zone,
 	}
 	for k, v := range s.Labels {
 		labels[k] = v

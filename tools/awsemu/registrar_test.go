@@ -73,6 +73,9 @@ func TestFleetRegistersAReadyNodeAndTerminationRemovesIt(t *testing.T) {
 	assert.Equal(t, "b", node.Labels["a"])
 	assert.Equal(t, "m5.large", node.Labels["node.kubernetes.io/instance-type"])
 	assert.Equal(t, "us-east-1a", node.Labels["topology.kubernetes.io/zone"])
+	for _, deprecated := range []string{"failure-domain.beta.kubernetes.io/zone", "topology.ebs.csi.aws.com/zone"} {
+		assert.Equal(t, "us-east-1a", node.Labels[deprecated], "as an EKS node carries it")
+	}
 	assert.Contains(t, node.Spec.Taints, corev1.Taint{Key: "t", Value: "v", Effect: corev1.TaintEffectNoSchedule})
 	assert.Equal(t, "2", node.Status.Capacity.Cpu().String())
 	assert.Equal(t, "29", node.Status.Capacity.Pods().String())

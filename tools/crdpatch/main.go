@@ -1,12 +1,14 @@
-// Command crdpatch bounds the lengths of the strings controller-gen's markers cannot reach in
-// the generated CRDs: the fields of corev1.Taint (a type of another module) in every taints and
-// startupTaints list, and the values of the label maps. The rules themselves (qualified-name
+// Command crdpatch does to the generated CRDs what controller-gen's markers cannot. It bounds
+// the lengths of the strings markers cannot reach: the fields of corev1.Taint (a type of another
+// module) in every taints and startupTaints list, and the values of the label maps. And it
+// closes the v1 kinds' spec objects, so a field Fleetwright's API does not define is refused at
+// admission whatever the client's field validation, rather than pruned with a warning (closed.go). The rules themselves (qualified-name
 // keys, label-value syntax, known effects) are CEL rules written as markers beside the fields
 // in pkg/apis; the apiserver refuses a CRD whose rules it estimates too costly, and without
 // these bounds it estimates every string a few megabytes long. Karpenter patches its CRDs the
 // same way (hack/validation/*.sh).
 //
-//	crdpatch DIR    patch DIR/karpenter.sh_*.yaml in place (make crds, make crds-check)
+//	crdpatch DIR    patch DIR's CRDs in place (make crds, make crds-check)
 //
 // A path that is not in the schema is an error, so a renamed field cannot silently go unbounded.
 package main
@@ -16,6 +18,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -51,8 +54,18 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: crdpatch DIR")
 		os.Exit(2)
 	}
+	files := slices.Clone(closedFiles)
 	for _, p := range patches {
-		if err := apply(filepath.Join(os.Args[1], p.file), p); err != nil {
+		if !slices.Contains(files, p.file) {
+			files = append(files, p.file)
+		}
+	}
+	for _, f := range files {
+		p := patch{file: f}
+		if i := slices.IndexFunc(patches, func(p patch) bool { return p.file == f }); i >= 0 {
+			p = patches[i]
+		}
+		if err := apply(filepath.Join(os.Args[1], f), p); err != nil {
 			fmt.Fprintln(os.Stderr, "crdpatch:", err)
 			os.Exit(1)
 		}
@@ -96,6 +109,9 @@ func apply(file string, p patch) error {
 				return fmt.Errorf("%s: %s is not a map", file, path)
 			}
 			values["maxLength"] = maxValueLength
+		}
+		if err := closeCRD(p.file, root); err != nil {
+			return err
 		}
 	}
 	out, err := yaml.Marshal(crd)

@@ -1,12 +1,15 @@
 package crdtest
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Valid objects of each kind, which the cases below break one way each.
@@ -252,56 +255,92 @@ func TestSchemaValidation(t *testing.T) {
 	}
 }
 
-// A misspelt field is rejected under kubectl's default (strict) field validation, and reported
-// as a warning under --validate=warn; a misspelt required field then fails as missing rather
-// than half-applying.
-func TestMisspeltFields(t *testing.T) {
-	e := cluster(t)
-	rename := func(from, to string) func(map[string]any) {
-		return func(m map[string]any) {
-			path := strings.Split(from, ".")
-			v, _, _ := unstructured.NestedFieldCopy(m, path...)
-			unstructured.RemoveNestedField(m, path...)
-			if err := unstructured.SetNestedField(m, v, strings.Split(to, ".")...); err != nil {
-				panic(err)
-			}
+// rename moves a field to another path (a misspelling).
+func rename(from, to string) func(map[string]any) {
+	return func(m map[string]any) {
+		path := strings.Split(from, ".")
+		v, _, _ := unstructured.NestedFieldCopy(m, path...)
+		unstructured.RemoveNestedField(m, path...)
+		if err := unstructured.SetNestedField(m, v, strings.Split(to, ".")...); err != nil {
+			panic(err)
 		}
 	}
+}
+
+// A field the v1 kinds do not define is refused at admission, at every level users write,
+// whatever the client's field validation: kubectl's default (Strict), --validate=false
+// (Ignore), and a client that sends none, as controller-runtime's and client-go's (the server
+// would prune the field and only warn). Karpenter's fields Fleetwright does not implement are
+// refused by name, with why; any other, with the fields the object has.
+func TestUnknownFieldsRefused(t *testing.T) {
+	e := cluster(t)
+	gvrs := map[string]schema.GroupVersionResource{"NodePool": gvrNodePool, "NodeClaim": gvrNodeClaim, "EC2NodeClass": gvrEC2NodeClass}
+	unknown := func(path string) string {
+		return path + ": a field Fleetwright's API does not define was given; it is refused, not dropped (the fields of " + path + ": "
+	}
 	cases := []struct {
-		name         string
-		base         func() map[string]any
-		change       func(map[string]any)
-		strictErr    string
-		warn         string // warning under --validate=warn
-		warnAccepted bool
-		warnErr      string
+		name   string
+		base   func() map[string]any
+		change func(map[string]any)
+		want   string
 	}{
-		{"nodepool requirementz", nodePool, rename("spec.template.spec.requirements", "spec.template.spec.requirementz"),
-			`unknown field "spec.template.spec.requirementz"`, `unknown field "spec.template.spec.requirementz"`, false, "spec.template.spec.requirements: Required value"},
-		{"nodepool consolidateAftr", nodePool, rename("spec.disruption.consolidateAfter", "spec.disruption.consolidateAftr"),
-			`unknown field "spec.disruption.consolidateAftr"`, `unknown field "spec.disruption.consolidateAftr"`, true, ""},
-		{"ec2nodeclass subnetSelectorTerm", ec2NodeClass, rename("spec.subnetSelectorTerms", "spec.subnetSelectorTerm"),
-			`unknown field "spec.subnetSelectorTerm"`, `unknown field "spec.subnetSelectorTerm"`, false, "spec.subnetSelectorTerms: Required value"},
-		{"provisioner ttlSecondsAfterEmty", provisionerObj, rename("spec.ttlSecondsAfterEmpty", "spec.ttlSecondsAfterEmty"),
-			`unknown field "spec.ttlSecondsAfterEmty"`, `unknown field "spec.ttlSecondsAfterEmty"`, true, ""},
+		// Karpenter's newer fields, by name.
+		{"nodepool replicas", nodePool, set("spec.replicas", `3`), "spec.replicas: static capacity (a NodePool of a fixed number of nodes) is not supported by Fleetwright"},
+		{"ec2nodeclass networkInterfaces", ec2NodeClass, set("spec.networkInterfaces", `[{"networkCardIndex":0,"deviceIndex":0,"interfaceType":"efa"}]`), "spec.networkInterfaces: network interfaces (EFA) are not supported"},
+		{"ec2nodeclass capacityReservationSelectorTerms", ec2NodeClass, set("spec.capacityReservationSelectorTerms", `[{"id":"cr-1"}]`), "spec.capacityReservationSelectorTerms: capacity reservations are not supported"},
+		{"ec2nodeclass placementGroupSelector", ec2NodeClass, set("spec.placementGroupSelector", `{"name":"pg"}`), "spec.placementGroupSelector: placement groups are not supported"},
+		{"ec2nodeclass cpuOptions", ec2NodeClass, set("spec.cpuOptions", `{"nestedVirtualization":"enabled"}`), "spec.cpuOptions: CPU options"},
+		{"ec2nodeclass ebs volumeInitializationRate", ec2NodeClass, set("spec.blockDeviceMappings", `[{"deviceName":"/dev/xvda","ebs":{"volumeSize":"20Gi","volumeInitializationRate":200}}]`),
+			"spec.blockDeviceMappings[*].ebs.volumeInitializationRate: EBS volume initialization rates are not supported"},
+		// Anything else, at each level a user writes.
+		{"nodepool spec", nodePool, set("spec.weigth", `10`), unknown("spec") + "disruption, limits, replicas, template, weight)"},
+		{"nodepool template", nodePool, set("spec.template.labels", `{"a":"b"}`), unknown("spec.template") + "metadata, spec)"},
+		{"nodepool template metadata", nodePool, set("spec.template.metadata.finalizers", `["x"]`), unknown("spec.template.metadata")},
+		{"nodepool template spec", nodePool, rename("spec.template.spec.expireAfter", "spec.template.spec.expiresAfter"), unknown("spec.template.spec")},
+		{"nodepool nodeClassRef", nodePool, set("spec.template.spec.nodeClassRef.namespace", `"default"`), unknown("spec.template.spec.nodeClassRef") + "group, kind, name)"},
+		{"nodepool requirement", nodePool, set("spec.template.spec.requirements", `[{"key":"kubernetes.io/arch","operator":"In","values":["arm64"],"minvalues":1}]`), unknown("spec.template.spec.requirements[*]")},
+		{"nodepool taint", nodePool, set("spec.template.spec.taints", `[{"key":"a","effect":"NoSchedule","operator":"Exists"}]`), unknown("spec.template.spec.taints[*]")},
+		{"nodepool disruption", nodePool, rename("spec.disruption.consolidateAfter", "spec.disruption.consolidateAftr"), unknown("spec.disruption")},
+		{"nodepool budget", nodePool, set("spec.disruption.budgets", `[{"nodes":"1","reason":["Empty"]}]`), unknown("spec.disruption.budgets[*]")},
+		{"nodeclaim spec", nodeClaim, set("spec.kubelet", `{"maxPods":10}`), unknown("spec")},
+		{"nodeclaim resources", nodeClaim, set("spec.resources.limits", `{"cpu":"1"}`), unknown("spec.resources")},
+		{"ec2nodeclass spec", ec2NodeClass, set("spec.userdata", `"#!/bin/bash"`), unknown("spec")},
+		// A misspelt required field is refused as missing (the rules wait for a valid object).
+		{"ec2nodeclass spec, required", ec2NodeClass, rename("spec.subnetSelectorTerms", "spec.subnetSelectorTerm"), "spec.subnetSelectorTerms: Required value"},
+		{"ec2nodeclass selector term", ec2NodeClass, set("spec.subnetSelectorTerms", `[{"tags":{"a":"b"},"name":"x"}]`), unknown("spec.subnetSelectorTerms[*]") + "id, tags)"},
+		{"ec2nodeclass kubelet", ec2NodeClass, set("spec.kubelet", `{"maxpods":10}`), unknown("spec.kubelet")},
+		{"ec2nodeclass block device", ec2NodeClass, set("spec.blockDeviceMappings", `[{"deviceName":"/dev/xvda","ebs":{"volumeSize":"20Gi","volumSize":"30Gi"}}]`), unknown("spec.blockDeviceMappings[*].ebs")},
+		{"ec2nodeclass metadataOptions", ec2NodeClass, set("spec.metadataOptions", `{"httpTokenz":"required"}`), unknown("spec.metadataOptions")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := tc.base()
 			tc.change(m)
-			out, stderr, err := e.dryRun(t, m)
-			require.Error(t, err, "strict validation accepted: %s", out)
-			require.Contains(t, stderr, tc.strictErr)
-
-			out, stderr, err = e.dryRun(t, m, "--validate=warn")
-			require.Contains(t, stderr, "Warning: "+tc.warn)
-			if tc.warnAccepted {
-				require.NoError(t, err, stderr)
-				require.Contains(t, out, "(server dry run)")
-			} else {
-				require.Error(t, err, "half-applied: %s", out)
-				require.Contains(t, stderr, tc.warnErr)
+			for _, validate := range []string{"--validate=strict", "--validate=false"} {
+				out, stderr, err := e.dryRun(t, m, validate)
+				require.Error(t, err, "kubectl %s accepted: %s", validate, out)
+				require.Contains(t, stderr, tc.want, validate)
 			}
+			u := &unstructured.Unstructured{Object: m}
+			_, err := e.dynamic.Resource(gvrs[u.GetKind()]).Create(context.Background(), u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			require.Error(t, err, "a client without field validation: accepted")
+			require.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// The v1alpha5 kinds are not closed: a misspelt field is refused under kubectl's default
+// (strict) field validation, and reported as a warning under --validate=warn.
+func TestMisspeltFields(t *testing.T) {
+	e := cluster(t)
+	m := provisionerObj()
+	rename("spec.ttlSecondsAfterEmpty", "spec.ttlSecondsAfterEmty")(m)
+	out, stderr, err := e.dryRun(t, m)
+	require.Error(t, err, "strict validation accepted: %s", out)
+	require.Contains(t, stderr, `unknown field "spec.ttlSecondsAfterEmty"`)
+
+	out, stderr, err = e.dryRun(t, m, "--validate=warn")
+	require.Contains(t, stderr, `Warning: unknown field "spec.ttlSecondsAfterEmty"`)
+	require.NoError(t, err, stderr)
+	require.Contains(t, out, "(server dry run)")
 }

@@ -109,6 +109,7 @@ var karpenterName = map[string]string{
 	"INTERRUPTION_QUEUE":         "`settings.interruptionQueue` (Karpenter: empty turns interruptions off; here `-` does)",
 	"VM_MEMORY_OVERHEAD_PERCENT": "`settings.vmMemoryOverheadPercent`",
 	"FEATURE_GATES":              "`settings.featureGates` (SpotToSpotConsolidation only; other gates are refused at start)",
+	"PREFERENCE_POLICY":          "`settings.preferencePolicy`",
 	"KUBE_CLIENT_QPS":            "`KUBE_CLIENT_QPS` (no `settings.*` key)",
 	"KUBE_CLIENT_BURST":          "`KUBE_CLIENT_BURST` (no `settings.*` key)",
 	"ENABLE_PROFILING":           "`ENABLE_PROFILING`",

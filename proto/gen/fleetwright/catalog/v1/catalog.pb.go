@@ -159,9 +159,13 @@ type InstanceType struct {
 	// True for burstable types (t2, t3, t3a, t4g).
 	Burstable bool `protobuf:"varint,26,opt,name=burstable,proto3" json:"burstable,omitempty"`
 	// Where the type can be bought and at what price.
-	Offerings     []*Offering `protobuf:"bytes,27,rep,name=offerings,proto3" json:"offerings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Offerings []*Offering `protobuf:"bytes,27,rep,name=offerings,proto3" json:"offerings,omitempty"`
+	// Sustained all-core clock speed, MHz (DescribeInstanceTypes' GHz, rounded); 0 if unknown.
+	CpuSustainedClockSpeedMhz int32 `protobuf:"varint,28,opt,name=cpu_sustained_clock_speed_mhz,json=cpuSustainedClockSpeedMhz,proto3" json:"cpu_sustained_clock_speed_mhz,omitempty"`
+	// True if traffic between instances of the type is encrypted in transit.
+	EncryptionInTransitSupported bool `protobuf:"varint,29,opt,name=encryption_in_transit_supported,json=encryptionInTransitSupported,proto3" json:"encryption_in_transit_supported,omitempty"`
+	unknownFields                protoimpl.UnknownFields
+	sizeCache                    protoimpl.SizeCache
 }
 
 func (x *InstanceType) Reset() {
@@ -383,6 +387,20 @@ func (x *InstanceType) GetOfferings() []*Offering {
 	return nil
 }
 
+func (x *InstanceType) GetCpuSustainedClockSpeedMhz() int32 {
+	if x != nil {
+		return x.CpuSustainedClockSpeedMhz
+	}
+	return 0
+}
+
+func (x *InstanceType) GetEncryptionInTransitSupported() bool {
+	if x != nil {
+		return x.EncryptionInTransitSupported
+	}
+	return false
+}
+
 // Offering is an instance type in one zone with one capacity type.
 type Offering struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -476,7 +494,7 @@ const file_fleetwright_catalog_v1_catalog_proto_rawDesc = "" +
 	"\rgenerate_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\fgenerateTime\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12K\n" +
 	"\x0einstance_types\x18\x03 \x03(\v2$.fleetwright.catalog.v1.InstanceTypeR\rinstanceTypes\x12\x16\n" +
-	"\x06source\x18\x04 \x01(\tR\x06source\"\xd4\a\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\"\xdd\b\n" +
 	"\fInstanceType\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06family\x18\x02 \x01(\tR\x06family\x12\x1a\n" +
@@ -512,7 +530,9 @@ const file_fleetwright_catalog_v1_catalog_proto_rawDesc = "" +
 	"\n" +
 	"bare_metal\x18\x19 \x01(\bR\tbareMetal\x12\x1c\n" +
 	"\tburstable\x18\x1a \x01(\bR\tburstable\x12>\n" +
-	"\tofferings\x18\x1b \x03(\v2 .fleetwright.catalog.v1.OfferingR\tofferings\"\xdf\x01\n" +
+	"\tofferings\x18\x1b \x03(\v2 .fleetwright.catalog.v1.OfferingR\tofferings\x12@\n" +
+	"\x1dcpu_sustained_clock_speed_mhz\x18\x1c \x01(\x05R\x19cpuSustainedClockSpeedMhz\x12E\n" +
+	"\x1fencryption_in_transit_supported\x18\x1d \x01(\bR\x1cencryptionInTransitSupported\"\xdf\x01\n" +
 	"\bOffering\x12\x12\n" +
 	"\x04zone\x18\x01 \x01(\tR\x04zone\x12H\n" +
 	"\rcapacity_type\x18\x02 \x01(\x0e2#.fleetwright.common.v1.CapacityTypeR\fcapacityType\x12+\n" +
