@@ -1,6 +1,7 @@
 // Package offerings holds what the services share about EC2 offerings (an instance type in a
-// zone at a capacity type): the capacity-type names, and the one cache of offerings that ran
-// out of capacity. The launcher publishes an OfferingUnavailable when CreateFleet reports
+// zone at a capacity type): the capacity-type names, what a NodeClaim may launch as (Options,
+// and HandMade for a claim made by hand, over the published catalog, Types), and the one cache
+// of offerings that ran out of capacity. The launcher publishes an OfferingUnavailable when CreateFleet reports
 // InsufficientInstanceCapacity; every replica of the launcher and the scheduler follows
 // <prefix>.offerings.unavailable into an Unavailable, from a few minutes back so a restart does
 // not forget an offering still to be avoided.

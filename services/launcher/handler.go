@@ -52,6 +52,9 @@ type claimState struct {
 	// claim): the node class, and the instance types, zones and capacity types allowed.
 	NodeClassRef *commonv1.ObjectRef
 	Requirements []karpv1.NodeSelectorRequirementWithMinValues
+	// Requests is what the claim's pods need (spec.resources.requests): the types a claim made by
+	// hand may launch as must hold it (options).
+	Requests corev1.ResourceList
 	// Launch is the record of the last launch asked of EC2 for it (launchrecord.go).
 	Launch launchRecord
 }
@@ -280,7 +283,11 @@ func (l *launcher) launch(ctx context.Context, claim claimState, log zerolog.Log
 	if err != nil {
 		return launchInfo{}, err
 	}
-	subnets = bestPerZone(inZones(subnets, claim.values(karpv1.LabelTopologyZone)))
+	options, zones, capacityTypes, err := l.options(claim, subnets)
+	if err != nil {
+		return launchInfo{}, err
+	}
+	subnets = bestPerZone(inZones(subnets, zones))
 	sgs, err := l.resolver.securityGroups(ctx, class.SecurityGroups)
 	if err != nil {
 		return launchInfo{}, err
@@ -298,8 +305,7 @@ func (l *launcher) launch(ctx context.Context, claim claimState, log zerolog.Log
 	}
 	pool, _ := l.classes.Pool(claim.NodePool)
 	kubelet := kubeletFor(pool, class)
-	options := l.options(claim)
-	capacityType := l.chooseCapacityType(claim.values(karpv1.CapacityTypeLabelKey), options, subnets)
+	capacityType := l.chooseCapacityType(capacityTypes, options, subnets)
 	// Each type launches from the image of its architecture and variant (a GPU type from the
 	// nvidia image, a Neuron type from the neuron one), through one template per image.
 	specs := map[imageKey]templateSpec{}
@@ -426,19 +432,6 @@ func (l *launcher) ensureTemplates(ctx context.Context, specs map[imageKey]templ
 		}
 	}
 	return nil
-}
-
-// options are the claim's instance types with the offerings its zone and capacity-type
-// requirements allow, from the catalog, cheapest first (offerings.Options; what is unavailable
-// now is left out per try, by the fleet request).
-func (l *launcher) options(claim claimState) []*launchv1.InstanceTypeOption {
-	return offerings.Options(claim.values(karpv1.LabelInstanceType), func(name string) ([]scheduling.Offering, bool) {
-		it, ok := l.types.Lookup(name)
-		if !ok {
-			return nil, false
-		}
-		return offerings.CatalogOfferings(it), true
-	}, claim.values(karpv1.LabelTopologyZone), claim.values(karpv1.CapacityTypeLabelKey), nil)
 }
 
 // adopt finds the claim's instance (claimInstance) and describes it for the claim as if this

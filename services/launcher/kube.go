@@ -90,7 +90,7 @@ func stateOf(nc *karpv1.NodeClaim) claimState {
 		NodeName: nc.Status.NodeName, Deleting: nc.DeletionTimestamp != nil, Created: nc.CreationTimestamp.Time,
 		Registered: nc.IsTrue(karpv1.ConditionTypeRegistered), Initialized: nc.IsTrue(karpv1.ConditionTypeInitialized),
 		Labels: maps.Clone(nc.Labels), Annotations: maps.Clone(nc.Annotations),
-		Requirements: nc.Spec.Requirements, Launch: recordOf(nc.Annotations),
+		Requirements: nc.Spec.Requirements, Requests: nc.Spec.Resources.Requests, Launch: recordOf(nc.Annotations),
 	}
 	if ref := nc.Spec.NodeClassRef; ref != nil {
 		s.NodeClassRef = &commonv1.ObjectRef{Group: ref.Group, Kind: ref.Kind, Name: ref.Name}

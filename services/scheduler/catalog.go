@@ -3,11 +3,9 @@ package main
 import (
 	"sync"
 
-	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
-	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
 )
 
 // instanceTypes turns the launcher's catalog (KV bucket) into the core's instance types,
@@ -32,35 +30,11 @@ func (c *instanceTypes) current() ([]scheduling.InstanceType, map[string]*schedu
 	if c.types != nil && version == c.version {
 		return c.types, c.byName, nil
 	}
-	c.types = fromCatalog(cat)
+	c.types = offerings.Types(cat)
 	c.byName = make(map[string]*scheduling.InstanceType, len(c.types))
 	for i := range c.types {
 		c.byName[c.types[i].Name] = &c.types[i]
 	}
 	c.version = version
 	return c.types, c.byName, nil
-}
-
-// fromCatalog converts each catalog type into the core's type: labels and capacity the way the
-// core derives them from pkg/catalog, offerings and prices as the launcher published them.
-func fromCatalog(cat *catalogv1.Catalog) []scheduling.InstanceType {
-	src := make([]catalog.InstanceType, 0, len(cat.GetInstanceTypes()))
-	offers := make(map[string][]scheduling.Offering, len(cat.GetInstanceTypes()))
-	for _, it := range cat.GetInstanceTypes() {
-		src = append(src, catalogkv.Facts(it))
-		for _, o := range it.GetOfferings() {
-			ct := offerings.CapacityTypeName(o.GetCapacityType())
-			if ct == "" {
-				continue
-			}
-			offers[it.GetName()] = append(offers[it.GetName()], scheduling.Offering{
-				Zone: o.GetZone(), CapacityType: ct, PriceUSDPerHour: o.GetPriceUsdPerHour(), Available: o.GetAvailable(),
-			})
-		}
-	}
-	out := scheduling.FromCatalog(src, nil)
-	for i := range out {
-		out[i].Offerings = offers[out[i].Name]
-	}
-	return out
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"maps"
-	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -11,7 +9,6 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
-	catalogv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/catalog/v1"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 )
@@ -52,7 +49,7 @@ func launchIntent(src intentSource) *launchv1.LaunchIntent {
 	c := src.claim
 	zones := requirementValues(c.Requirements, scheduling.LabelZone)
 	capacityTypes := requirementValues(c.Requirements, scheduling.LabelCapacityType)
-	if requirementValues(c.Requirements, scheduling.LabelInstanceType) == nil || zones == nil || capacityTypes == nil {
+	if !offerings.Named(requirementValues(c.Requirements, scheduling.LabelInstanceType), zones, capacityTypes) {
 		return handMadeIntent(src)
 	}
 	in := &launchv1.LaunchIntent{
@@ -71,8 +68,8 @@ func launchIntent(src intentSource) *launchv1.LaunchIntent {
 }
 
 // handMadeIntent is the LaunchIntent of a claim made by hand: the types, zones and capacity
-// types its requirements and requests allow (scheduling.ClaimOptions), as Karpenter launches a
-// NodeClaim of no NodePool.
+// types its requirements and requests allow (offerings.HandMade, which the launcher launches
+// with too), as Karpenter launches a NodeClaim of no NodePool.
 func handMadeIntent(src intentSource) *launchv1.LaunchIntent {
 	c := src.claim
 	in := &launchv1.LaunchIntent{
@@ -81,26 +78,14 @@ func handMadeIntent(src intentSource) *launchv1.LaunchIntent {
 		Resources: resources(c.Requests), Pods: src.pods, Kubelet: src.kubelet,
 		CreateTime: timestamppb.New(src.now), BatchId: c.BatchID,
 	}
-	opts, err := scheduling.ClaimOptions(requirements(c.Requirements), podproj.CoreResources(c.Requests), src.typeList,
-		src.zoneIDs, src.unavailable, src.maxTypes)
+	opts, zones, capacityTypes, err := offerings.HandMade(requirements(c.Requirements), podproj.CoreResources(c.Requests),
+		src.typeList, src.zoneIDs, src.unavailable, src.maxTypes)
 	if err != nil {
 		return in // no types: refused by the caller, with the claim named
 	}
-	zones, capacityTypes := map[string]bool{}, map[string]bool{}
-	for _, t := range opts {
-		opt := &launchv1.InstanceTypeOption{Name: t.Name}
-		for _, o := range t.Offerings {
-			opt.Offerings = append(opt.Offerings, &catalogv1.Offering{Zone: o.Zone, CapacityType: offerings.CapacityType(o.CapacityType),
-				PriceUsdPerHour: o.PriceUSDPerHour, Available: true})
-			zones[o.Zone], capacityTypes[o.CapacityType] = true, true
-		}
-		in.InstanceTypes = append(in.InstanceTypes, opt)
-	}
-	in.Zones = slices.Sorted(maps.Keys(zones))
-	for _, ct := range []string{scheduling.CapacityTypeSpot, scheduling.CapacityTypeOnDemand} {
-		if capacityTypes[ct] {
-			in.CapacityTypes = append(in.CapacityTypes, offerings.CapacityType(ct))
-		}
+	in.InstanceTypes, in.Zones = opts, zones
+	for _, ct := range capacityTypes {
+		in.CapacityTypes = append(in.CapacityTypes, offerings.CapacityType(ct))
 	}
 	return in
 }
