@@ -99,15 +99,22 @@ func newEnv(t *testing.T, ns string, manifests ...string) *env {
 		}
 	}
 	// Leave no pending pods behind for the next test's nodes to attract, or for its scheduler to
-	// offer when it takes the lease: the namespace and its pods are gone before the next test.
+	// offer when it takes the lease, and no DaemonSet, whose pods the next test's scheduler would
+	// count on every node it plans (the namespace controller deletes it, but seconds later on a
+	// loaded machine): the namespace's DaemonSets and pods are gone before the next test.
 	t.Cleanup(func() {
 		ctx := context.Background()
 		now := int64(0) // no kubelet runs here to confirm a graceful deletion
+		_ = kube.AppsV1().DaemonSets(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 		_ = kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &now}, metav1.ListOptions{})
 		_ = kube.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 		assert.Eventually(t, func() bool {
 			pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			return err == nil && len(pods.Items) == 0
+			if err != nil || len(pods.Items) > 0 {
+				return false
+			}
+			ds, err := kube.AppsV1().DaemonSets(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(ds.Items) == 0
 		}, time.Minute, 100*time.Millisecond, "namespace %s empties", ns)
 	})
 	e.publishCatalog()
