@@ -170,7 +170,7 @@ func TestEKSOverlayQueueAndServiceCIDR(t *testing.T) {
 // TestNATSCertificateCoversEveryName: the certificate deploy/components/nats-tls-cert-manager
 // has cert-manager issue is valid, as Go's TLS (nats-server's and the clients') checks names,
 // for every name deploy/ reaches NATS by: the clients' NATS_HOST and each route of the
-// StatefulSet; and it may serve and authenticate clients (routes are mutual TLS).
+// StatefulSet (its NATS_ROUTES); and it may serve and authenticate clients (routes are mutual TLS).
 func TestNATSCertificateCoversEveryName(t *testing.T) {
 	m := render(t, eksWithCertManager(t))
 
@@ -199,7 +199,9 @@ func TestNATSCertificateCoversEveryName(t *testing.T) {
 	settings := containerEnv(t, m, find(t, m, "Deployment", "scheduler"))
 	host, _, _ := strings.Cut(settings["NATS_HOST"], ":")
 	names := []string{host}
-	routes := field(t, find(t, m, "StatefulSet", "nats"), "spec", "template", "spec", "containers", "[name=nats]", "args")
+	// The routes are in the container's environment (NATS_ROUTES, which nats.conf reads), so the
+	// route password is not on nats-server's command line.
+	routes := field(t, find(t, m, "StatefulSet", "nats"), "spec", "template", "spec", "containers", "[name=nats]", "env")
 	for _, r := range regexp.MustCompile(`@([a-z0-9.-]+):6222`).FindAllStringSubmatch(routes, -1) {
 		names = append(names, r[1])
 	}
