@@ -21,6 +21,7 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
@@ -85,6 +86,7 @@ func TestDrainConditionsAndEvents(t *testing.T) {
 	in := &terminationv1.TerminationIntent{IntentId: string(nc.UID) + "/expired", NodeClaimName: nc.Name, NodeName: n.Name,
 		InstanceId: inst.ID, ProviderId: providerID(inst), NodePoolName: "default", Reason: commonv1.TerminationReason_TERMINATION_REASON_EXPIRED,
 		RequestTime: timestamppb.Now(), Why: "expired for the test"}
+	e.deleteDecided(nc.Name, disruption.ReasonExpired)
 	require.NoError(t, e.conn.Publish(e.ctx, intentsSubject(), in, in.GetIntentId()))
 
 	blocker := e.ns + "/held"

@@ -15,12 +15,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
@@ -34,13 +36,46 @@ func terminationGracePeriod(d time.Duration) func(*karpv1.NodeClaim) {
 // deleteByHand deletes a claim as kubectl does, once the termination finalizer holds it.
 func (e *env) deleteByHand(claim string) {
 	e.t.Helper()
+	e.deleteWith(claim, nil)
+}
+
+// deleteDecided deletes a claim as the scheduler hands a decision of its own to the terminator:
+// the decision recorded on the claim (disruption.DecisionAnnotation), then the claim deleted.
+// The terminator refuses an intent of a decision's reason (expired, drifted, ...) for a claim
+// nobody deleted; for a decided claim it publishes the intent <uid>/<reason> itself, the id a
+// test's own intent for it has, so JetStream keeps one of the two.
+func (e *env) deleteDecided(claim string, reason karpv1.DisruptionReason) {
+	e.t.Helper()
+	now := time.Now().UTC()
+	e.deleteWith(claim, func(u *unstructured.Unstructured) {
+		d := disruption.Decision{ID: disruption.DecisionID(reason, string(u.GetUID()), now), Reason: reason, Action: disruption.ActionDelete,
+			Claims: []string{claim}, Why: string(reason) + " for the test", DecidedAt: now,
+			Steps: []disruption.Step{{Name: disruption.StepDecided, At: now}, {Name: disruption.StepDeleted, At: now}}}
+		a := u.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[disruption.DecisionAnnotation] = d.Value()
+		u.SetAnnotations(a)
+	})
+}
+
+// deleteWith edits the claim (edit may be nil) and gives it the termination finalizer, then
+// deletes it.
+func (e *env) deleteWith(claim string, edit func(*unstructured.Unstructured)) {
+	e.t.Helper()
 	res := e.dyn.Resource(clusterstate.NodeClaims)
 	require.NoError(e.t, retry.RetryOnConflict(retry.DefaultRetry, func() error { // the terminator may add it meanwhile
 		u, err := res.Get(e.ctx, claim, metav1.GetOptions{})
-		if err != nil || finalized(u) {
+		if err != nil || (finalized(u) && edit == nil) {
 			return err
 		}
-		u.SetFinalizers(append(u.GetFinalizers(), karpv1.TerminationFinalizer))
+		if edit != nil {
+			edit(u)
+		}
+		if !finalized(u) {
+			u.SetFinalizers(append(u.GetFinalizers(), karpv1.TerminationFinalizer))
+		}
 		_, err = res.Update(e.ctx, u, metav1.UpdateOptions{})
 		return err
 	}))
@@ -148,6 +183,7 @@ func TestDrainDeadlineCountsFromTheDeletion(t *testing.T) {
 	in := &terminationv1.TerminationIntent{IntentId: string(nc.UID) + "/drifted", NodeClaimName: nc.Name, NodeName: n.Name,
 		InstanceId: inst.ID, ProviderId: providerID(inst), NodePoolName: "default", Reason: commonv1.TerminationReason_TERMINATION_REASON_DRIFTED,
 		Voluntary: true, RequestTime: timestamppb.New(decided), GracePeriod: durationpb.New(20 * time.Second), Why: "drifted for the test"}
+	e.deleteDecided(nc.Name, karpv1.DisruptionReasonDrifted)
 	require.NoError(t, e.conn.Publish(e.ctx, intentsSubject(), in, in.GetIntentId()))
 
 	deleting := e.deletingClaim(nc.Name)

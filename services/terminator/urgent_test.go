@@ -12,10 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	interruptionv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/interruption/v1"
@@ -66,6 +68,7 @@ func TestInterruptionOvertakesBlockedDrains(t *testing.T) {
 
 	e.run("--workers", fmt.Sprint(workers), "--drain-slice", "10s")
 	for _, in := range held {
+		e.deleteDecided(in.GetNodeClaimName(), disruption.ReasonExpired)
 		require.NoError(t, e.conn.Publish(e.ctx, intentsSubject(), in, in.GetIntentId()))
 	}
 	// The workers are taken: each has run three slices of blocked drains, so redeliveries are
@@ -121,6 +124,15 @@ func TestInterruptionOvertakesBlockedDrains(t *testing.T) {
 	assert.Equal(t, []nodesv1.NodeEventKind{nodesv1.NodeEventKind_NODE_EVENT_KIND_CORDONED, nodesv1.NodeEventKind_NODE_EVENT_KIND_DRAINED,
 		nodesv1.NodeEventKind_NODE_EVENT_KIND_DELETED}, kinds, "the interrupted node was tainted, drained and deleted")
 	assert.Contains(t, []string{"shutting-down", "terminated"}, e.instance(spot.ID).State)
+	// The terminator deleted the interrupted claim itself, and kubectl describe says why.
+	for _, object := range []string{spotClaim.Name, spotNode.Name} {
+		require.Eventually(t, func() bool {
+			evs, err := e.kube.CoreV1().Events("default").List(e.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + object})
+			return err == nil && slices.ContainsFunc(evs.Items, func(ev corev1.Event) bool {
+				return ev.Reason == reasonDisruptionTerminating && ev.Source.Component == "fleetwright-terminator"
+			})
+		}, wait, tick, "kubectl describe shows why %s went away", object)
+	}
 	t.Logf("spot interruption warning to node drained: %s, with %d drains blocked on %d workers (%d of their slices meanwhile)",
 		drained.Sub(warned).Round(time.Millisecond), blocked, workers, spent)
 
