@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -26,6 +27,16 @@ func (e *env) agentDaemonSet() *appsv1.DaemonSet {
 				Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}}}}
 	ds, err := e.kube.AppsV1().DaemonSets(e.ns).Create(e.ctx, ds, metav1.CreateOptions{})
 	require.NoError(e.t, err)
+	// Every node of every pool runs a DaemonSet of any namespace: the next test's scheduler must
+	// not find this one (a namespace's deletion removes it only later).
+	e.t.Cleanup(func() {
+		dss := e.kube.AppsV1().DaemonSets(ds.Namespace)
+		_ = dss.Delete(context.Background(), ds.Name, metav1.DeleteOptions{})
+		require.Eventually(e.t, func() bool {
+			_, err := dss.Get(context.Background(), ds.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}, time.Minute, 100*time.Millisecond, "DaemonSet %s/%s is gone", ds.Namespace, ds.Name)
+	})
 	return ds
 }
 

@@ -21,6 +21,7 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
@@ -36,7 +37,7 @@ func TestDrainConditionsAndEvents(t *testing.T) {
 	e.budget("held", "held", 0)
 	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
 	n := e.node(inst)
-	nc := e.claim("drained-a", inst, n.Name)
+	nc := e.claim("drained-a", inst, n.Name, decided(disruption.ReasonExpired))
 	e.runningPod("held", n.Name, "held")
 	e.pod("free", n.Name, nil)
 	vas := e.kube.StorageV1().VolumeAttachments()
@@ -82,6 +83,7 @@ func TestDrainConditionsAndEvents(t *testing.T) {
 	}
 
 	e.run("--drain-slice", "10s")
+	e.deleteByHand(nc.Name) // as the scheduler does when it decides the expiry
 	in := &terminationv1.TerminationIntent{IntentId: string(nc.UID) + "/expired", NodeClaimName: nc.Name, NodeName: n.Name,
 		InstanceId: inst.ID, ProviderId: providerID(inst), NodePoolName: "default", Reason: commonv1.TerminationReason_TERMINATION_REASON_EXPIRED,
 		RequestTime: timestamppb.Now(), Why: "expired for the test"}

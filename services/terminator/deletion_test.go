@@ -21,6 +21,7 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
@@ -45,6 +46,19 @@ func (e *env) deleteByHand(claim string) {
 		return err
 	}))
 	require.NoError(e.t, res.Delete(e.ctx, claim, metav1.DeleteOptions{}))
+}
+
+// decided records a disruption decision of the given reason on the claim, as the scheduler's
+// leader does before it deletes a claim (the terminator refuses a decided reason's intent for a
+// claim nobody deleted).
+func decided(reason karpv1.DisruptionReason) func(*karpv1.NodeClaim) {
+	return func(nc *karpv1.NodeClaim) {
+		if nc.Annotations == nil {
+			nc.Annotations = map[string]string{}
+		}
+		nc.Annotations[disruption.DecisionAnnotation] = disruption.Decision{ID: "test/" + nc.Name, Reason: reason,
+			Action: disruption.ActionDelete, Claims: []string{nc.Name}, Why: "decided for the test", DecidedAt: time.Now()}.Value()
+	}
 }
 
 // deletingClaim waits until the claim is being deleted and records its termination deadline,
@@ -138,16 +152,17 @@ func TestDrainDeadlineCountsFromTheDeletion(t *testing.T) {
 	e := newEnv(t, 210)
 	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
 	n := e.node(inst)
-	nc := e.claim("deadline-a", inst, n.Name, terminationGracePeriod(20*time.Second))
+	nc := e.claim("deadline-a", inst, n.Name, terminationGracePeriod(20*time.Second), decided(karpv1.DisruptionReasonDrifted))
 	e.budget("held", "guarded", 0)
 	e.runningPod("guarded", n.Name, "guarded", withGrace(15))
 	deletions := e.firstDeletions()
 	e.run("--drain-slice", "10s")
+	e.deleteByHand(nc.Name) // as the scheduler does once the replacements are initialized
 
-	decided := time.Now().Add(-time.Minute)
+	decidedAt := time.Now().Add(-time.Minute)
 	in := &terminationv1.TerminationIntent{IntentId: string(nc.UID) + "/drifted", NodeClaimName: nc.Name, NodeName: n.Name,
 		InstanceId: inst.ID, ProviderId: providerID(inst), NodePoolName: "default", Reason: commonv1.TerminationReason_TERMINATION_REASON_DRIFTED,
-		Voluntary: true, RequestTime: timestamppb.New(decided), GracePeriod: durationpb.New(20 * time.Second), Why: "drifted for the test"}
+		Voluntary: true, RequestTime: timestamppb.New(decidedAt), GracePeriod: durationpb.New(20 * time.Second), Why: "drifted for the test"}
 	require.NoError(t, e.conn.Publish(e.ctx, intentsSubject(), in, in.GetIntentId()))
 
 	deleting := e.deletingClaim(nc.Name)

@@ -16,6 +16,7 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	interruptionv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/interruption/v1"
@@ -52,7 +53,7 @@ func TestInterruptionOvertakesBlockedDrains(t *testing.T) {
 	for i := range blocked {
 		inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
 		n := e.node(inst)
-		nc := e.claim(fmt.Sprintf("held-%d", i), inst, n.Name)
+		nc := e.claim(fmt.Sprintf("held-%d", i), inst, n.Name, decided(disruption.ReasonExpired))
 		e.runningPod(fmt.Sprintf("held-%d", i), n.Name, "held")
 		held = append(held, &terminationv1.TerminationIntent{IntentId: string(nc.UID) + "/expired", NodeClaimName: nc.Name, NodeName: n.Name,
 			InstanceId: inst.ID, ProviderId: providerID(inst), NodePoolName: "default", Reason: commonv1.TerminationReason_TERMINATION_REASON_EXPIRED,
@@ -66,6 +67,7 @@ func TestInterruptionOvertakesBlockedDrains(t *testing.T) {
 
 	e.run("--workers", fmt.Sprint(workers), "--drain-slice", "10s")
 	for _, in := range held {
+		e.deleteByHand(in.GetNodeClaimName()) // as the scheduler does when it decides the expiry
 		require.NoError(t, e.conn.Publish(e.ctx, intentsSubject(), in, in.GetIntentId()))
 	}
 	// The workers are taken: each has run three slices of blocked drains, so redeliveries are

@@ -199,7 +199,9 @@ func TestNATSCertificateCoversEveryName(t *testing.T) {
 	settings := containerEnv(t, m, find(t, m, "Deployment", "scheduler"))
 	host, _, _ := strings.Cut(settings["NATS_HOST"], ":")
 	names := []string{host}
-	routes := field(t, find(t, m, "StatefulSet", "nats"), "spec", "template", "spec", "containers", "[name=nats]", "args")
+	// The routes are in the container's environment (NATS_ROUTES, read by nats.conf), so the route
+	// password is never expanded into nats-server's command line.
+	routes := field(t, find(t, m, "StatefulSet", "nats"), "spec", "template", "spec", "containers", "[name=nats]", "env")
 	for _, r := range regexp.MustCompile(`@([a-z0-9.-]+):6222`).FindAllStringSubmatch(routes, -1) {
 		names = append(names, r[1])
 	}
