@@ -91,7 +91,8 @@ type Conn struct {
 	metrics    *metrics
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
-	closed     chan struct{}
+	closed     chan struct{} // closed by nats.go's ClosedHandler, once (closeOnce)
+	closeOnce  sync.Once
 	health     consumerHealth
 	replicas   int
 	// lastConnectErr is why the last attempt to connect failed, for Connect's error.
@@ -146,8 +147,12 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		return nil, fmt.Errorf("registering bus metrics: %w", err)
 	}
 
+	// Closed once, on the first connection, by whichever sees it first: nats.go's handler
+	// goroutine or this one.
 	connected := make(chan struct{})
-	opts := append(c.options(cfg, connected), login...)
+	var connectedOnce sync.Once
+	markConnected := func() { connectedOnce.Do(func() { close(connected) }) }
+	opts := append(c.options(cfg, markConnected), login...)
 	if cfg.InboxPrefix != "" {
 		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
 	}
@@ -156,7 +161,7 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 		return nil, fmt.Errorf("connecting to nats at %s: %w", servers, err)
 	}
 	if nc.IsConnected() {
-		closeOnce(connected)
+		markConnected()
 	}
 	select {
 	case <-connected:
@@ -177,9 +182,9 @@ func Connect(ctx context.Context, cfg Config) (*Conn, error) {
 	return c, nil
 }
 
-// options builds the nats.go options for cfg. connected is closed on the
-// first successful connection.
-func (c *Conn) options(cfg Config, connected chan struct{}) []nats.Option {
+// options builds the nats.go options for cfg. markConnected is called on every successful
+// connection; it must be safe to call more than once and from any goroutine.
+func (c *Conn) options(cfg Config, markConnected func()) []nats.Option {
 	drain := cfg.DrainTimeout
 	if drain <= 0 {
 		drain = 30 * time.Second
@@ -191,16 +196,16 @@ func (c *Conn) options(cfg Config, connected chan struct{}) []nats.Option {
 		nats.ReconnectWait(time.Second),
 		nats.ReconnectJitter(500*time.Millisecond, 2*time.Second),
 		nats.DrainTimeout(drain),
-		nats.ConnectHandler(func(*nats.Conn) { closeOnce(connected) }),
+		nats.ConnectHandler(func(*nats.Conn) { markConnected() }),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			c.log.Warn().Err(err).Msg("disconnected from nats")
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			closeOnce(connected)
+			markConnected()
 			c.log.Info().Str("url", nc.ConnectedUrlRedacted()).Msg("reconnected to nats")
 		}),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { c.lastConnectErr.Store(&err) }),
-		nats.ClosedHandler(func(*nats.Conn) { closeOnce(c.closed) }),
+		nats.ClosedHandler(func(*nats.Conn) { c.closeOnce.Do(func() { close(c.closed) }) }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			ev := c.log.Error().Err(err)
 			if sub != nil {
@@ -228,14 +233,6 @@ func (c *Conn) options(cfg Config, connected chan struct{}) []nats.Option {
 		})
 	}
 	return opts
-}
-
-func closeOnce(ch chan struct{}) {
-	select {
-	case <-ch:
-	default:
-		close(ch)
-	}
 }
 
 // Close drains the connection: subscriptions stop receiving, in-flight

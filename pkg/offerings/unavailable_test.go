@@ -142,7 +142,9 @@ func TestUnavailableChecksTheCatalog(t *testing.T) {
 	_, err = catalogkv.Publish(ctx, kv, &catalogv1.Catalog{Region: "us-east-1", InstanceTypes: []*catalogv1.InstanceType{{Name: "m5.large",
 		Offerings: []*catalogv1.Offering{{Zone: "us-east-1a", CapacityType: spot, Available: true}}}}})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { _, ok := w.Lookup("m5.large"); return ok }, 10*time.Second, 10*time.Millisecond)
+	// The whole catalog, not just its type: Publish writes the meta entry last, and until it is
+	// seen the catalog is incomplete and nothing is checked against it.
+	require.Eventually(t, func() bool { _, _, err := w.Catalog(); return err == nil }, 10*time.Second, 10*time.Millisecond)
 	for _, c := range []struct {
 		name string
 		msg  *launchv1.OfferingUnavailable

@@ -56,8 +56,8 @@ func TestFaultLauncherKilled(t *testing.T) {
 // PodDisruptionBudget of maxUnavailable 1, begun by a scheduled-change interruption (the
 // terminator taints, commits, drains, terminates, releases) or by deleting the NodeClaim
 // (committed already: drain, terminate, release); or the voluntary termination of a node
-// emptied (tainted before its claim is committed to deletion: a kill there must not leave it
-// tainted).
+// emptied (the scheduler's leader taints it and deletes its claim; the terminator, killed once
+// the instance is terminated, must still release the node and the claim when it restarts).
 func TestFaultTerminatorKilled(t *testing.T) {
 	interrupt := func(t *testing.T, s *e2e.Stack, _, instance string) {
 		require.NoError(t, s.Emu.Interrupt(context.Background(), "scheduled-change", instance))
@@ -79,7 +79,7 @@ func TestFaultTerminatorKilled(t *testing.T) {
 		drain   func(t *testing.T, s *e2e.Stack, claim, instance string)
 	}{
 		{faultpoint.TerminatorAfterTaint, "interruption", interrupt},
-		{faultpoint.TerminatorAfterTaint, "emptiness", emptiness},
+		{faultpoint.TerminatorAfterTerminate, "emptiness", emptiness},
 		{faultpoint.TerminatorMidDrain, "interruption", interrupt},
 		{faultpoint.TerminatorMidDrain, "nodeclaim-deleted", deleteClaim},
 		{faultpoint.TerminatorAfterTerminate, "nodeclaim-deleted", deleteClaim},
