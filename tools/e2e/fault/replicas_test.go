@@ -138,7 +138,7 @@ func replicaKillOneOfEach(t *testing.T, s *e2e.Stack, phase, node string) replic
 	k := replicaKills{phase: phase, killed: map[string]int{"pod-watcher": 0, "launcher": 0, "terminator": 0}}
 	k.killed["scheduler"] = replicaLeader(t, s)
 	if node != "" {
-		deadline := time.Now().Add(10 * time.Second)
+		deadline := time.Now().Add(5 * time.Second)
 	find:
 		for time.Now().Before(deadline) {
 			for r := 0; r < 2; r++ {
@@ -293,8 +293,9 @@ func replicaQuiet(t *testing.T, s *e2e.Stack) bool {
 	return true
 }
 
-// replicaOneInstancePerClaim checks every instance the emulator ever ran, whatever its state
-// now: no NodeClaim had two (the invariant watch sees only live ones, twice a second).
+// replicaOneInstancePerClaim checks every instance the emulator ran, whatever its state now
+// (it lists terminated ones for an hour): no NodeClaim had two (the invariant watch sees only
+// live ones, twice a second).
 func replicaOneInstancePerClaim(t *testing.T, s *e2e.Stack) {
 	t.Helper()
 	insts, err := s.Emu.Instances(context.Background())
