@@ -3,17 +3,20 @@
 // instance, no PodDisruptionBudget broken; at the end, after a settle, also no pod lost and
 // no node left tainted).
 //
-//	go run ./tools/soak --duration 20m [--seed N] [--own-stack] [--state .local]
+//	go run ./tools/soak --duration 20m [--seed N] [--own-stack] [--replicas N] [--state .local]
 //
 // Each tick (every 2–6 s, random) it scales one of three Deployments in the namespace soak
 // (one under a PDB), sends a spot interruption for a random running spot instance, or kills a
-// random service with SIGKILL (restarted at once, as its container would be). It prints every
-// injection, a progress line every 10 s and a summary; it exits 1 if any invariant broke.
+// random service with SIGKILL (restarted at once, as its container would be): with --replicas
+// above 1, one replica of it — the scheduler's leader (the Lease's holder), a random replica
+// of the others. It prints every injection, a progress line every 10 s and a summary; it
+// exits 1 if any invariant broke.
 //
 // Stack: by default the `make up` stack at --state when its supervisor runs (the supervisor
 // restarts a killed service and records the pids under <state>/pids), else — or with
-// --own-stack — a private stack in a temporary directory, on free loopback ports, torn down
-// at the end. Only loopback URLs are accepted.
+// --own-stack, or --replicas above 1 (`make up` runs one of each) — a private stack in a
+// temporary directory, on free loopback ports, torn down at the end. Only loopback URLs are
+// accepted.
 package main
 
 import (
@@ -34,6 +37,9 @@ import (
 // maxDuration bounds a soak: it is a bounded run, not a daemon.
 const maxDuration = 24 * time.Hour
 
+// maxReplicas bounds --replicas: every copy is a process on this machine.
+const maxReplicas = 5
+
 func main() {
 	code, err := run()
 	if err != nil {
@@ -49,6 +55,7 @@ type config struct {
 	state            string
 	ownStack         bool
 	keep             bool
+	replicas         int
 }
 
 func parseConfig(args []string) (config, error) {
@@ -60,6 +67,7 @@ func parseConfig(args []string) (config, error) {
 	fs.StringVar(&c.state, "state", service.Env("FLEETWRIGHT_STATE", ".local"), "the `make up` stack's state directory (env FLEETWRIGHT_STATE)")
 	fs.BoolVar(&c.ownStack, "own-stack", false, "start a private stack even when `make up` runs")
 	fs.BoolVar(&c.keep, "keep", false, "own stack: keep its directory (logs) after the run")
+	fs.IntVar(&c.replicas, "replicas", 1, "replicas of every service (above 1: a private stack, as `make up` runs one of each); a kill kills one, the scheduler's leader")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -72,6 +80,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.settle <= 0 || c.settle > time.Hour {
 		errs = append(errs, fmt.Errorf("--settle %s: must be above 0 and at most 1h", c.settle))
+	}
+	if c.replicas < 1 || c.replicas > maxReplicas {
+		errs = append(errs, fmt.Errorf("--replicas %d: must be 1 to %d", c.replicas, maxReplicas))
 	}
 	if c.seed == 0 {
 		c.seed = uint64(time.Now().UnixNano())
@@ -87,7 +98,7 @@ func run() (int, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var t Target
-	if !cfg.ownStack && supervisorAlive(cfg.state) {
+	if !cfg.ownStack && cfg.replicas == 1 && supervisorAlive(cfg.state) {
 		fmt.Printf("soak: using the running stack at %s (--own-stack starts a private one)\n", cfg.state)
 		r, err := openRunningStack(cfg.state)
 		if err != nil {
@@ -105,8 +116,8 @@ func run() (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		fmt.Printf("soak: starting a private stack in %s\n", dir)
-		s, err := startOwnStack(ctx, root, dir, os.Stdout)
+		fmt.Printf("soak: starting a private stack in %s, %d replica(s) of every service\n", dir, cfg.replicas)
+		s, err := startOwnStack(ctx, root, dir, os.Stdout, cfg.replicas)
 		if err != nil {
 			return 0, fmt.Errorf("%w (logs in %s)", err, dir)
 		}

@@ -43,9 +43,11 @@ type Target struct {
 	Emu    *emuclient.Client
 	// Services may be killed.
 	Services []string
-	// Kill ends the service with SIGKILL and returns once it runs again (restarted by the
-	// soak or by the stack's supervisor, as a container would be), saying what it did.
-	Kill func(ctx context.Context, name string) (string, error)
+	// Kill ends one replica of the service with SIGKILL — the leader where the service has
+	// one, else the replica pick chooses (pick modulo the replicas) — and returns once it runs
+	// again (restarted by the soak or by the stack's supervisor, as a container would be),
+	// saying what it did.
+	Kill func(ctx context.Context, name string, pick uint64) (string, error)
 	// GCWindow is how old an instance without a NodeClaim may be before it counts as orphaned.
 	GCWindow time.Duration
 }
@@ -270,7 +272,7 @@ func (s *soak) injectLoop(ctx context.Context) {
 		default:
 			kind = FaultKill
 			name := s.t.Services[d.service]
-			what, err = s.t.Kill(ctx, name)
+			what, err = s.t.Kill(ctx, name, d.n)
 			if err == nil {
 				s.mu.Lock()
 				s.report.Kills[name]++
@@ -301,7 +303,7 @@ type draw struct {
 	pause    time.Duration
 	kind     int // 0, 1: scale; 2: interrupt; 3: kill
 	workload int
-	n        uint64 // replicas to scale to, or which instance to interrupt
+	n        uint64 // replicas to scale to, which instance to interrupt, or which replica to kill
 	down     bool   // the PDB'd workload steps down rather than up
 	service  int
 }

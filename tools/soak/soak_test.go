@@ -24,7 +24,7 @@ func TestShortSoakBreaksNoInvariant(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	s, err := startOwnStack(ctx, root, dir, &out)
+	s, err := startOwnStack(ctx, root, dir, &out, 1)
 	require.NoError(t, err, out.String())
 	t.Cleanup(s.Stop)
 	target, err := s.target()
@@ -80,7 +80,11 @@ func TestParseConfigBoundsTheRun(t *testing.T) {
 	c, err = parseConfig([]string{"--duration", "5m", "--seed", "42"})
 	require.NoError(t, err)
 	assert.Equal(t, uint64(42), c.seed)
-	for _, bad := range [][]string{{"--duration", "25h"}, {"--duration", "0s"}, {"--settle", "0s"}, {"extra"}} {
+	assert.Equal(t, 1, c.replicas, "one replica of every service unless asked")
+	c, err = parseConfig([]string{"--replicas", "2"})
+	require.NoError(t, err)
+	assert.Equal(t, 2, c.replicas)
+	for _, bad := range [][]string{{"--duration", "25h"}, {"--duration", "0s"}, {"--settle", "0s"}, {"extra"}, {"--replicas", "0"}, {"--replicas", "6"}} {
 		_, err := parseConfig(bad)
 		assert.Error(t, err, "%v", bad)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -40,24 +41,43 @@ const (
 )
 
 // ownStack is a private stack the soak starts and owns: a control plane with kwok, an
-// in-process nats-server, the emulator and the services as child processes, every port picked
-// free on 127.0.0.1, so it runs beside a `make up` stack.
+// in-process nats-server, the emulator and the services as child processes (replicas copies of
+// each), every port picked free on 127.0.0.1, so it runs beside a `make up` stack.
 type ownStack struct {
-	dir     string
-	cluster *localcluster.Cluster
-	nats    *server.Server
-	binDir  string
-	emuURL  string
-	out     io.Writer
+	dir      string
+	cluster  *localcluster.Cluster
+	nats     *server.Server
+	binDir   string
+	emuURL   string
+	out      io.Writer
+	replicas int
 
 	mu    sync.Mutex
-	procs map[string]*proc.Process
-	admin map[string]string
+	procs map[string]*proc.Process // by replicaKey
+	admin map[string]string        // by replicaKey
 }
 
-// startOwnStack builds the binaries and starts everything under dir (logs in dir/logs).
-func startOwnStack(ctx context.Context, root, dir string, out io.Writer) (_ *ownStack, err error) {
-	s := &ownStack{dir: dir, out: out, procs: map[string]*proc.Process{}, admin: map[string]string{}}
+// replicaKey names a copy of a service: its name for replica 0, else <name>-<replica>. Its
+// log is <key>.log, its pod name (the scheduler's Lease identity) <name>-soak[-<replica>].
+func replicaKey(name string, replica int) string {
+	if replica == 0 {
+		return name
+	}
+	return name + "-" + strconv.Itoa(replica)
+}
+
+// podName is a copy's POD_NAME: the same across its restarts, as a container's.
+func podName(name string, replica int) string {
+	if replica == 0 {
+		return name + "-soak"
+	}
+	return fmt.Sprintf("%s-soak-%d", name, replica)
+}
+
+// startOwnStack builds the binaries and starts everything under dir (logs in dir/logs), with
+// replicas copies of every service (at least one).
+func startOwnStack(ctx context.Context, root, dir string, out io.Writer, replicas int) (_ *ownStack, err error) {
+	s := &ownStack{dir: dir, out: out, replicas: max(1, replicas), procs: map[string]*proc.Process{}, admin: map[string]string{}}
 	defer func() {
 		if err != nil {
 			s.Stop()
@@ -111,23 +131,26 @@ func startOwnStack(ctx context.Context, root, dir string, out io.Writer) (_ *own
 		return nil, err
 	}
 	s.emuURL = "http://" + emuAddr
-	if err := s.start(ctx, "awsemu", []string{"--listen", emuAddr, "--kubeconfig", s.cluster.Kubeconfig,
+	if err := s.start(ctx, "awsemu", "awsemu", "awsemu-soak", []string{"--listen", emuAddr, "--kubeconfig", s.cluster.Kubeconfig,
 		"--cluster-name", "demo-cluster", "--region", "us-east-1", "--boot-delay", "0s", "--service-cidr", localcluster.ServiceCIDR}, s.emuURL+"/_emu/healthz"); err != nil {
 		return nil, err
 	}
 	for _, name := range services {
-		if err := s.startService(ctx, name); err != nil {
-			return nil, err
+		for r := 0; r < s.replicas; r++ {
+			if err := s.startService(ctx, name, r); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return s, nil
 }
 
-// startService starts (or restarts) a service with the flags `make up` gives it, the
-// terminator's tightened (see ownGCGrace), and waits until it is ready.
-func (s *ownStack) startService(ctx context.Context, name string) error {
+// startService starts (or restarts) one copy of a service with the flags `make up` gives it,
+// the terminator's tightened (see ownGCGrace), and waits until it is ready.
+func (s *ownStack) startService(ctx context.Context, name string, replica int) error {
+	key := replicaKey(name, replica)
 	s.mu.Lock()
-	admin, ok := s.admin[name]
+	admin, ok := s.admin[key]
 	s.mu.Unlock()
 	if !ok {
 		var err error
@@ -135,7 +158,7 @@ func (s *ownStack) startService(ctx context.Context, name string) error {
 			return err
 		}
 		s.mu.Lock()
-		s.admin[name] = admin
+		s.admin[key] = admin
 		s.mu.Unlock()
 	}
 	args := []string{"--kubeconfig", s.cluster.Kubeconfig, "--nats-url", s.nats.ClientURL(), "--admin-addr", admin}
@@ -146,55 +169,95 @@ func (s *ownStack) startService(ctx context.Context, name string) error {
 		args = append(args, "--cluster-name", "demo-cluster", "--decision-interval", "1s", "--sqs-wait", "2s",
 			"--gc-grace", ownGCGrace.String(), "--gc-interval", ownGCInterval.String())
 	}
-	return s.start(ctx, name, args, "http://"+admin+"/readyz")
+	return s.start(ctx, key, name, podName(name, replica), args, "http://"+admin+"/readyz")
 }
 
-func (s *ownStack) start(ctx context.Context, name string, args []string, health string) error {
+// start runs the binary bin as the process key (its log key.log) with POD_NAME pod.
+func (s *ownStack) start(ctx context.Context, key, bin, pod string, args []string, health string) error {
 	env := []string{
 		"AWS_ENDPOINT_URL_EC2=" + s.emuURL, "AWS_ENDPOINT_URL_SQS=" + s.emuURL, "AWS_ENDPOINT_URL_IAM=" + s.emuURL,
 		"AWS_ENDPOINT_URL_SSM=" + s.emuURL, "AWS_ENDPOINT_URL_EKS=" + s.emuURL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=soak", "AWS_SECRET_ACCESS_KEY=soak",
 		"AWS_EC2_METADATA_DISABLED=true",
 		// A restarted service is its pod's container restarting: the same pod name, so a
 		// scheduler that comes back holds its Lease again at once.
-		"POD_NAMESPACE=fleetwright", "POD_NAME=" + name + "-soak",
+		"POD_NAMESPACE=fleetwright", "POD_NAME=" + pod,
 	}
-	p, err := proc.Start(name, filepath.Join(s.binDir, name), args, env, filepath.Join(s.dir, "logs"))
+	p, err := proc.Start(key, filepath.Join(s.binDir, bin), args, env, filepath.Join(s.dir, "logs"))
 	if err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.procs[name] = p
+	s.procs[key] = p
 	s.mu.Unlock()
 	wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	return proc.WaitFor(wctx, p, name, func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, health, "") })
+	return proc.WaitFor(wctx, p, key, func(ctx context.Context) error { return proc.HTTPOK(ctx, nil, health, "") })
 }
 
-// kill ends a service with SIGKILL and starts it again at once, as its container would be.
-func (s *ownStack) kill(ctx context.Context, name string) (string, error) {
+// kill ends one copy of a service with SIGKILL and starts it again at once, as its container
+// would be: the scheduler's leader (the Lease's holder), else the copy pick chooses.
+func (s *ownStack) kill(ctx context.Context, name string, pick uint64) (string, error) {
+	replica, leader := int(pick%uint64(s.replicas)), false
+	if name == subject.Scheduler && s.replicas > 1 {
+		if r, ok := s.leader(ctx); ok {
+			replica, leader = r, true
+		}
+	}
+	key := replicaKey(name, replica)
 	s.mu.Lock()
-	p := s.procs[name]
+	p := s.procs[key]
 	s.mu.Unlock()
 	if p == nil {
-		return "", fmt.Errorf("no service %q", name)
+		return "", fmt.Errorf("no service %q", key)
 	}
 	pid := p.Pid()
 	t0 := time.Now()
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	_ = p.Stop(5 * time.Second) // reaps it
-	if err := s.startService(ctx, name); err != nil {
-		return "", fmt.Errorf("restarting %s: %w", name, err)
+	if err := s.startService(ctx, name, replica); err != nil {
+		return "", fmt.Errorf("restarting %s: %w", key, err)
 	}
-	return fmt.Sprintf("%s (pid %d) killed -9, ready again in %s", name, pid, time.Since(t0).Round(10*time.Millisecond)), nil
+	what := key
+	if leader {
+		what += " (the leader)"
+	}
+	return fmt.Sprintf("%s (pid %d) killed -9, ready again in %s", what, pid, time.Since(t0).Round(10*time.Millisecond)), nil
 }
+
+// leader is the scheduler copy holding the Lease, if one does.
+func (s *ownStack) leader(ctx context.Context) (int, bool) {
+	kube, err := s.cluster.Client()
+	if err != nil {
+		return 0, false
+	}
+	lease, err := kube.CoordinationV1().Leases("fleetwright").Get(ctx, schedulerLease, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		return 0, false
+	}
+	for r := 0; r < s.replicas; r++ {
+		if *lease.Spec.HolderIdentity == podName(subject.Scheduler, r) {
+			return r, true
+		}
+	}
+	return 0, false
+}
+
+// schedulerLease is the Lease the scheduler's replicas compete for (services/scheduler).
+const schedulerLease = "fleetwright-scheduler"
 
 // Stop stops the services, the emulator, NATS and the control plane.
 func (s *ownStack) Stop() {
 	s.mu.Lock()
 	procs := s.procs
 	s.mu.Unlock()
-	for _, name := range append(append([]string{}, services...), "awsemu") {
-		if p := procs[name]; p != nil {
+	var keys []string
+	for _, name := range services {
+		for r := 0; r < s.replicas; r++ {
+			keys = append(keys, replicaKey(name, r))
+		}
+	}
+	for _, key := range append(keys, "awsemu") {
+		if p := procs[key]; p != nil {
 			_ = p.Stop(15 * time.Second)
 		}
 	}
@@ -320,9 +383,9 @@ func (r *runningStack) readPID(name string) (int, string, error) {
 	return pid, health, nil
 }
 
-// kill sends SIGKILL to the service's pid and waits until the supervisor has started it again
-// and it is ready.
-func (r *runningStack) kill(ctx context.Context, name string) (string, error) {
+// kill sends SIGKILL to the service's pid (the `make up` stack runs one of each: pick is not
+// needed) and waits until the supervisor has started it again and it is ready.
+func (r *runningStack) kill(ctx context.Context, name string, _ uint64) (string, error) {
 	pid, _, err := r.readPID(name)
 	if err != nil {
 		return "", err

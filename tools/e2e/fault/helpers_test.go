@@ -135,6 +135,13 @@ func applyYAML(t *testing.T, s *e2e.Stack, manifest string) {
 // maxUnavailable 1, and waits until they run and the budget is observed.
 func web(t *testing.T, s *e2e.Stack, n int) {
 	t.Helper()
+	applyWeb(t, s, n)
+	webRunning(t, s, n, 3*time.Minute)
+}
+
+// applyWeb applies web's Deployment and PodDisruptionBudget without waiting.
+func applyWeb(t *testing.T, s *e2e.Stack, n int) {
+	t.Helper()
 	applyYAML(t, s, fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata: {name: web, namespace: default}
@@ -159,7 +166,12 @@ spec:
   maxUnavailable: 1
   selector: {matchLabels: {app: web}}
 `, n))
-	podsRunning(t, s, "app=web", n, 3*time.Minute)
+}
+
+// webRunning waits until web's n pods run and the disruption controller observes its budget.
+func webRunning(t *testing.T, s *e2e.Stack, n int, within time.Duration) {
+	t.Helper()
+	podsRunning(t, s, "app=web", n, within)
 	require.Eventually(t, func() bool {
 		b, err := s.Kube.PolicyV1().PodDisruptionBudgets("default").Get(context.Background(), "web", metav1.GetOptions{})
 		return err == nil && b.Status.ObservedGeneration == b.Generation && b.Status.ExpectedPods == int32(n) && b.Status.CurrentHealthy == int32(n)
