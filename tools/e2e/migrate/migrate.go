@@ -44,6 +44,9 @@ func AsKarpenterV1Alpha5(t testing.TB, s *e2e.Stack, provisioner string) map[str
 		_, err = api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id},
 			Tags: []ec2types.Tag{{Key: aws.String("karpenter.sh/provisioner-name"), Value: aws.String(provisioner)}}})
 		require.NoError(t, err)
+		// A v0.2x node has no NodeClaim to be owned by: without this the garbage collector would
+		// delete the node with the claim.
+		s.Kubectl("patch", "node", nc.Status.NodeName, "--type", "merge", "-p", `{"metadata":{"ownerReferences":null}}`)
 		s.Kubectl("patch", "nodeclaim", nc.Name, "--type", "merge", "-p", `{"metadata":{"finalizers":null}}`)
 		s.Kubectl("delete", "nodeclaim", nc.Name, "--wait=true")
 	}
