@@ -23,7 +23,7 @@ TEST_TIMEOUT ?= 60m
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PLATFORMS ?= linux/amd64,linux/arm64
 
-.PHONY: help build test unit fuzz images images-check lint tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean karpenter-e2e
+.PHONY: help build test unit fuzz images images-check lint tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean karpenter-e2e karpenter-e2e-subset
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z][a-zA-Z0-9_-]*:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -135,6 +135,9 @@ status: ## what the local stack runs, and whether each part is ready
 # KARPENTER_E2E_ARGS narrows it, e.g. --batch validation,strict or --focus 'Drift'.
 karpenter-e2e: ## Karpenter's regression and scheduling suites against `make up`'s stack (make up first)
 	go run ./tools/karpenter-e2e $(if $(KARPENTER_E2E_ARGS),$(KARPENTER_E2E_ARGS),--out docs/karpenter-e2e.md)
+
+karpenter-e2e-subset: ## the 20 stable specs of Karpenter's suites on a private stack (builds the suites: ~10 min cold)
+	FLEETWRIGHT_KARPENTER_SUBSET=1 go test -count=1 -timeout $(TEST_TIMEOUT) -run TestKarpenterSuitesSubset ./tools/karpenter-e2e/
 
 demo: stack-bin ## up, then the getting-started scale-up
 	$(BIN)/stack demo
