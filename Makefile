@@ -137,7 +137,7 @@ karpenter-e2e: ## Karpenter's regression and scheduling suites against `make up`
 	go run ./tools/karpenter-e2e $(if $(KARPENTER_E2E_ARGS),$(KARPENTER_E2E_ARGS),--out docs/karpenter-e2e.md)
 
 karpenter-e2e-subset: ## the 20 stable specs of Karpenter's suites on a private stack (builds the suites: ~10 min cold)
-	FLEETWRIGHT_KARPENTER_SUBSET=1 go test -count=1 -timeout $(TEST_TIMEOUT) -run TestKarpenterSuitesSubset ./tools/karpenter-e2e/
+	go test -count=1 -tags karpentersubset -timeout $(TEST_TIMEOUT) -run TestKarpenterSuitesSubset ./tools/karpenter-e2e/
 
 demo: stack-bin ## up, then the getting-started scale-up
 	$(BIN)/stack demo
