@@ -177,7 +177,7 @@ func checkCommand(t *testing.T, in ConsolidationInput, cmd Command) {
 
 func TestConsolidate(t *testing.T) {
 	types := smallCatalog()
-	def := NodePool{Name: "default"}
+	def := classicPool("default")
 	spotPool := NodePool{Name: "default", Requirements: []Requirement{{Key: LabelCapacityType, Operator: OpIn, Values: []string{CapacityTypeSpot, CapacityTypeOnDemand}}}}
 	c5x4 := typeNamed(types, "c5.4x")
 	c5x8 := typeNamed(types, "c5.8x")

@@ -74,29 +74,3 @@ func isWellKnown(key string) bool {
 	return isTypeLabel(key)
 }
 
-// defaultRequirements are Karpenter's defaults for a pool that says nothing about a key:
-// on-demand, amd64, linux, and — unless the pool picks types some other way — categories
-// c, m and r of a generation above 2.
-func defaultRequirements(pool []Requirement) []Requirement {
-	named := map[string]bool{}
-	for _, r := range pool {
-		named[r.Key] = true
-	}
-	var out []Requirement
-	add := func(key string, op Operator, values ...string) {
-		if !named[key] {
-			out = append(out, Requirement{Key: key, Operator: op, Values: values})
-		}
-	}
-	add(LabelCapacityType, OpIn, CapacityTypeOnDemand)
-	add(LabelArch, OpIn, "amd64")
-	add(LabelOS, OpIn, "linux")
-	picksTypes := named[LabelInstanceType] || named[LabelInstanceFamily] ||
-		named[LabelInstanceCategory] || named[LabelInstanceGeneration]
-	if !picksTypes {
-		out = append(out,
-			Requirement{Key: LabelInstanceCategory, Operator: OpIn, Values: []string{"c", "m", "r"}},
-			Requirement{Key: LabelInstanceGeneration, Operator: OpGt, Values: []string{"2"}})
-	}
-	return out
-}

@@ -19,10 +19,10 @@ type NodePool struct {
 }
 
 // poolRequirements compiles what every NodeClaim of the pool must satisfy: its requirements,
-// Karpenter's defaults for what it leaves unsaid, its labels, and its own name.
+// its labels, and its own name. Karpenter v1 adds no defaults for what a pool leaves unsaid
+// (v1alpha5's admission defaults are added when a Provisioner is translated).
 func poolRequirements(p NodePool) (Requirements, error) {
 	all := append([]Requirement(nil), p.Requirements...)
-	all = append(all, defaultRequirements(p.Requirements)...)
 	all = append(all, Requirement{Key: LabelNodePool, Operator: OpIn, Values: []string{p.Name}})
 	for k, v := range p.Labels {
 		all = append(all, Requirement{Key: k, Operator: OpIn, Values: []string{v}})

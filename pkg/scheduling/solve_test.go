@@ -82,7 +82,7 @@ func TestExplanations(t *testing.T) {
 		},
 		{
 			name: "requirements",
-			in: Input{NodePools: []NodePool{{Name: "default"}},
+			in: Input{NodePools: []NodePool{{Name: "default", Requirements: []Requirement{{Key: LabelCapacityType, Operator: OpIn, Values: []string{CapacityTypeOnDemand}}}}},
 				Pods: []Pod{pod("a", func(p *Pod) { p.NodeSelector = map[string]string{LabelCapacityType: CapacityTypeSpot} })}},
 			want: "incompatible with nodepool default: incompatible requirements, key karpenter.sh/capacity-type",
 		},
@@ -139,15 +139,17 @@ func TestConstraintKinds(t *testing.T) {
 		in    Input
 		check func(t *testing.T, plan Plan)
 	}{
-		{"defaults: on-demand amd64 c/m/r gen>2", Input{NodePools: defaultPool, Pods: []Pod{pod("a")}}, func(t *testing.T, plan Plan) {
+		{"no defaults for a v1 pool: spot, arm64 and every category are candidates", Input{NodePools: defaultPool, Pods: []Pod{pod("a")}}, func(t *testing.T, plan Plan) {
 			c := plan.NodeClaims[0]
-			if strings.Join(c.CapacityTypes, ",") != CapacityTypeOnDemand {
-				t.Fatalf("capacity types %v", c.CapacityTypes)
+			if strings.Join(c.CapacityTypes, ",") != "spot,on-demand" {
+				t.Fatalf("capacity types %v, want spot then on-demand (Karpenter v1 adds no on-demand default)", c.CapacityTypes)
 			}
+			arm := false
 			for _, it := range c.InstanceTypes {
-				if strings.HasSuffix(strings.Split(it, ".")[0], "g") {
-					t.Fatalf("arm64 type %s under defaults", it)
-				}
+				arm = arm || strings.HasSuffix(strings.Split(it, ".")[0], "g")
+			}
+			if !arm {
+				t.Fatalf("no arm64 type among %v: Karpenter v1 adds no amd64 default", c.InstanceTypes)
 			}
 		}},
 		{"spot before on-demand", Input{NodePools: both, Pods: []Pod{pod("a")}}, func(t *testing.T, plan Plan) {
@@ -262,7 +264,8 @@ func TestConstraintKinds(t *testing.T) {
 			}
 		}},
 		{"unavailable offerings excluded", Input{NodePools: defaultPool, Pods: []Pod{pod("a")},
-			Unavailable: []OfferingKey{{"c6.2x", "z1", CapacityTypeOnDemand}, {"c6.2x", "z2", CapacityTypeOnDemand}, {"c6.2x", "z3", CapacityTypeOnDemand}}},
+			Unavailable: []OfferingKey{{"c6.2x", "z1", CapacityTypeOnDemand}, {"c6.2x", "z2", CapacityTypeOnDemand}, {"c6.2x", "z3", CapacityTypeOnDemand},
+			{"c6.2x", "z1", CapacityTypeSpot}, {"c6.2x", "z2", CapacityTypeSpot}, {"c6.2x", "z3", CapacityTypeSpot}}},
 			func(t *testing.T, plan Plan) {
 				for _, it := range plan.NodeClaims[0].InstanceTypes {
 					if it == "c6.2x" {

@@ -99,10 +99,23 @@ func karpenterInput(n int) Input {
 
 var catalogZones = []string{"us-east-1a", "us-east-1b", "us-east-1c"}
 
+// classicPool is a pool with the requirements Karpenter's v1alpha5 admission defaults gave a
+// Provisioner that said nothing (on-demand, amd64, linux, c/m/r of a generation above 2),
+// written out: v1 pools get no defaults, and the benchmarks and cost bounds are set on this one.
+func classicPool(name string) NodePool {
+	return NodePool{Name: name, Requirements: []Requirement{
+		{Key: LabelCapacityType, Operator: OpIn, Values: []string{CapacityTypeOnDemand}},
+		{Key: LabelArch, Operator: OpIn, Values: []string{"amd64"}},
+		{Key: LabelOS, Operator: OpIn, Values: []string{"linux"}},
+		{Key: LabelInstanceCategory, Operator: OpIn, Values: []string{"c", "m", "r"}},
+		{Key: LabelInstanceGeneration, Operator: OpGt, Values: []string{"2"}},
+	}}
+}
+
 // catalogWorkload builds pods for one of the real-catalog workloads.
 func catalogWorkload(name string, n int) Input {
 	r := rand.New(rand.NewPCG(7, uint64(len(name))))
-	in := Input{InstanceTypes: FromCatalog(catalog.Schedulable(), catalogZones), NodePools: []NodePool{{Name: "default"}}}
+	in := Input{InstanceTypes: FromCatalog(catalog.Schedulable(), catalogZones), NodePools: []NodePool{classicPool("default")}}
 	for i := 0; i < n; i++ {
 		p := Pod{UID: fmt.Sprintf("pod-%06d", i), Namespace: "default", Name: fmt.Sprintf("%s-%d", name, i),
 			CreationTime: epoch.Add(time.Duration(i) * time.Millisecond)}

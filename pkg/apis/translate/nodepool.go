@@ -41,7 +41,7 @@ func NodePool(p *v1alpha5.Provisioner) (*karpv1.NodePool, error) {
 				Spec: karpv1.NodeClaimTemplateSpec{
 					Taints:        cloneTaints(p.Spec.Taints),
 					StartupTaints: cloneTaints(p.Spec.StartupTaints),
-					Requirements:  requirements(p.Spec.Requirements),
+					Requirements:  withDefaults(requirements(p.Spec.Requirements)),
 					NodeClassRef:  ref,
 					ExpireAfter:   secondsOrNever(p.Spec.TTLSecondsUntilExpired),
 				},
@@ -126,6 +126,32 @@ func requirements(in []v1alpha5.NodeSelectorRequirement) []karpv1.NodeSelectorRe
 		})
 	}
 	return out
+}
+
+// withDefaults adds what Karpenter's v1alpha5 admission webhook added to a Provisioner that
+// said nothing about a key: on-demand, amd64, linux and, unless the Provisioner picks instance
+// types some other way, categories c, m and r of a generation above 2. A Provisioner applied
+// while Karpenter ran carries them already; one applied here gets them the same. v1 NodePools
+// get no defaults (Karpenter v1 applies none).
+func withDefaults(in []karpv1.NodeSelectorRequirementWithMinValues) []karpv1.NodeSelectorRequirementWithMinValues {
+	named := map[string]bool{}
+	for _, r := range in {
+		named[r.Key] = true
+	}
+	add := func(key string, op corev1.NodeSelectorOperator, values ...string) {
+		if !named[key] {
+			in = append(in, karpv1.NodeSelectorRequirementWithMinValues{Key: key, Operator: op, Values: values})
+		}
+	}
+	add(karpv1.CapacityTypeLabelKey, corev1.NodeSelectorOpIn, karpv1.CapacityTypeOnDemand)
+	add(corev1.LabelArchStable, corev1.NodeSelectorOpIn, "amd64")
+	add(corev1.LabelOSStable, corev1.NodeSelectorOpIn, string(corev1.Linux))
+	if !named[corev1.LabelInstanceTypeStable] && !named[ec2v1.LabelInstanceFamily] &&
+		!named[ec2v1.LabelInstanceCategory] && !named[ec2v1.LabelInstanceGeneration] {
+		add(ec2v1.LabelInstanceCategory, corev1.NodeSelectorOpIn, "c", "m", "r")
+		add(ec2v1.LabelInstanceGeneration, corev1.NodeSelectorOpGt, "2")
+	}
+	return in
 }
 
 // Kubelet translates v1alpha5 kubelet settings into the EC2NodeClass's; nil for nil.

@@ -48,7 +48,11 @@ func TestNodePool(t *testing.T) {
 			require.Equal(t, ref, np.Spec.Template.Spec.NodeClassRef)
 			require.Equal(t, []karpv1.NodeSelectorRequirementWithMinValues{
 				{Key: "karpenter.sh/capacity-type", Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}},
-			}, np.Spec.Template.Spec.Requirements)
+				{Key: "kubernetes.io/arch", Operator: corev1.NodeSelectorOpIn, Values: []string{"amd64"}},
+				{Key: "kubernetes.io/os", Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}},
+				{Key: "karpenter.k8s.aws/instance-category", Operator: corev1.NodeSelectorOpIn, Values: []string{"c", "m", "r"}},
+				{Key: "karpenter.k8s.aws/instance-generation", Operator: corev1.NodeSelectorOpGt, Values: []string{"2"}},
+			}, np.Spec.Template.Spec.Requirements, "v1alpha5's admission defaults for every key the Provisioner leaves unsaid")
 			require.Equal(t, karpv1.ConsolidationPolicyWhenEmpty, np.Spec.Disruption.ConsolidationPolicy)
 			require.Equal(t, "30s", np.Spec.Disruption.ConsolidateAfter.String())
 			require.Equal(t, []karpv1.Budget{{Nodes: "10%"}}, np.Spec.Disruption.Budgets)
@@ -58,6 +62,19 @@ func TestNodePool(t *testing.T) {
 			require.Equal(t, map[string]string{"karpenter.sh/provisioner-name": "default"}, np.Spec.Template.ObjectMeta.Labels)
 			require.Nil(t, np.Spec.Weight)
 			require.Empty(t, np.Annotations)
+		}},
+		{"a provisioner that picks types or names a key keeps its choice, no defaults for it", provisioner(func(s *v1alpha5.ProvisionerSpec) {
+			s.Requirements = []v1alpha5.NodeSelectorRequirement{
+				{Key: "karpenter.k8s.aws/instance-family", Operator: corev1.NodeSelectorOpIn, Values: []string{"t3"}},
+				{Key: "kubernetes.io/arch", Operator: corev1.NodeSelectorOpIn, Values: []string{"arm64", "amd64"}},
+			}
+		}), func(t *testing.T, np *karpv1.NodePool) {
+			require.Equal(t, []karpv1.NodeSelectorRequirementWithMinValues{
+				{Key: "karpenter.k8s.aws/instance-family", Operator: corev1.NodeSelectorOpIn, Values: []string{"t3"}},
+				{Key: "kubernetes.io/arch", Operator: corev1.NodeSelectorOpIn, Values: []string{"arm64", "amd64"}},
+				{Key: "karpenter.sh/capacity-type", Operator: corev1.NodeSelectorOpIn, Values: []string{"on-demand"}},
+				{Key: "kubernetes.io/os", Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}},
+			}, np.Spec.Template.Spec.Requirements)
 		}},
 		{"consolidation enabled", provisioner(func(s *v1alpha5.ProvisionerSpec) {
 			s.TTLSecondsAfterEmpty = nil
