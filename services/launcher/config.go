@@ -66,7 +66,7 @@ func parseConfig(args []string) (config, error) {
 		"instance profile for v1alpha1 AWSNodeTemplates that name none, as aws.defaultInstanceProfile did (env DEFAULT_INSTANCE_PROFILE)")
 	scheduling.VMOverheadFlag(fs, &c.VMMemoryOverhead, service.EnvFloat)
 	fs.DurationVar(&c.LookupWait, "launch-lookup-wait", service.EnvDuration("LAUNCH_LOOKUP_WAIT", 30*time.Second),
-		"how long a redelivered intent looks for the instance an earlier delivery asked EC2 for (DescribeInstances is eventually consistent) before it launches again; "+
+		"how long a redelivered intent looks for the instance an earlier delivery asked EC2 for with a different request (DescribeInstances is eventually consistent) before it launches again; "+
 			"at most 45s, within one handling of the intent (env LAUNCH_LOOKUP_WAIT)")
 	if err := c.Parse(fs, args); err != nil {
 		return c, err

@@ -119,6 +119,9 @@ func (r fleetRequest) input() *ec2.CreateFleetInput {
 	return in
 }
 
+// token is the ClientToken the request is sent with.
+func (r fleetRequest) token() string { return aws.ToString(r.input().ClientToken) }
+
 // clientToken is the claim's UID and a hash of the rest of the request. EC2 answers a token
 // it has seen with the fleet it made for it, but only for the very same parameters: the same
 // token with another subnet, unavailable set or launch template is IdempotentParameterMismatch,

@@ -360,12 +360,6 @@ func (l *launcher) launch(ctx context.Context, claim claimState, log zerolog.Log
 	if info, ok, err := l.adopt(ctx, claim, infoOf); err != nil || ok {
 		return info, err
 	}
-	if info, ok, err := l.awaitEarlierLaunch(ctx, claim, nonce, infoOf, log); err != nil || ok {
-		return info, err
-	}
-	// Recorded before the templates are made, so the garbage collector, which reads the claims
-	// after it lists the templates, never deletes one this launch is about to use.
-	rec := launchRecord{Nonce: nonce, Templates: slices.Sorted(maps.Values(templates))}
 	var types []fleetType
 	for _, opt := range options {
 		if img, ok := imageOf[opt.GetName()]; ok {
@@ -374,15 +368,22 @@ func (l *launcher) launch(ctx context.Context, claim claimState, log zerolog.Log
 	}
 	req := fleetRequest{ClaimUID: claim.UID, CapacityType: capacityType, InstanceTypes: types, Subnets: subnets, Tags: l.claimTags(claim, class),
 		Context: class.Context}
+	req.Unavailable = l.unavailable.Set()
+	if info, ok, err := l.awaitEarlierLaunch(ctx, claim, nonce, req.token(), infoOf, log); err != nil || ok {
+		return info, err
+	}
+	// Recorded before the templates are made, so the garbage collector, which reads the claims
+	// after it lists the templates, never deletes one this launch is about to use.
+	rec := launchRecord{Nonce: nonce, Templates: slices.Sorted(maps.Values(templates))}
 	for try := 0; ; try++ {
-		rec.At = l.now()
+		req.Unavailable = l.unavailable.Set()
+		rec.At, rec.Token = l.now(), req.token()
 		if err := l.claims.RecordLaunch(ctx, claim.Name, claim.UID, rec, l.cfg.LookupWait); err != nil {
 			return launchInfo{}, fmt.Errorf("recording the launch on the nodeclaim: %w", err)
 		}
 		if err := l.ensureTemplates(ctx, specs); err != nil {
 			return launchInfo{}, err
 		}
-		req.Unavailable = l.unavailable.Set()
 		start := l.now()
 		got, exhausted, err := createFleet(ctx, l.api, req)
 		l.metrics.createFleet.Observe(l.now().Sub(start).Seconds())
