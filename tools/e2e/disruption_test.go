@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -85,6 +86,11 @@ func TestConsolidationShrinksAfterScaleDown(t *testing.T) {
 	before := launchedNodes(t, s)
 	want := freshPlanVCPUs(t, s, 3)
 
+	// Which pods a scale-down removes is the ReplicaSet controller's choice: left alone it can
+	// empty whole nodes (then they go as Empty, not consolidated). A deletion cost on one pod per
+	// node makes it keep one on each, so every node is left underutilized.
+	keepOnePerNode(t, s, "app=inflate")
+
 	start := time.Now()
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "3")
 	require.Eventually(t, func() bool {
@@ -99,6 +105,25 @@ func TestConsolidationShrinksAfterScaleDown(t *testing.T) {
 	require.Eventually(t, func() bool { return len(s.NodeClaims(t)) == len(launchedNodes(t, s)) }, time.Minute, 250*time.Millisecond,
 		"every claim left has its node")
 	noLeftovers(t, s)
+}
+
+// keepOnePerNode gives one pod of the selector on each node a pod-deletion-cost, so that a
+// scale-down to the number of nodes leaves one pod on every node.
+func keepOnePerNode(t *testing.T, s *e2e.Stack, selector string) {
+	t.Helper()
+	ctx := context.Background()
+	pods, err := s.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: selector})
+	require.NoError(t, err)
+	kept := map[string]bool{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" || kept[p.Spec.NodeName] {
+			continue
+		}
+		kept[p.Spec.NodeName] = true
+		patch := []byte(`{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"1000"}}}`)
+		_, err := s.Kube.CoreV1().Pods("default").Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		require.NoError(t, err)
+	}
 }
 
 // stamp is when something was first seen.
