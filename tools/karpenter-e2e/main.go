@@ -6,6 +6,7 @@
 //	make up && make karpenter-e2e                  # everything; writes docs/karpenter-e2e.md
 //	go run ./tools/karpenter-e2e --batch validation,strict
 //	go run ./tools/karpenter-e2e --focus 'Drift.*budgets'
+//	make karpenter-e2e KARPENTER_E2E_ARGS='--resume --out docs/karpenter-e2e.md'   # after an interruption
 //
 // The suites are pinned in tools/karpenter-e2e/suites (a module outside go.work: their
 // Kubernetes libraries are newer than Fleetwright's) and built from it with `go test -c` into
@@ -60,6 +61,7 @@ func run() error {
 	only := fs.String("batch", "", "run only these batches (comma separated: "+batchNames()+")")
 	out := fs.String("out", "", "write the result as markdown to this file (docs/karpenter-e2e.md)")
 	work := fs.String("work", filepath.Join(root, ".local", "karpenter-e2e"), "directory for the suites' reports and logs")
+	resume := fs.Bool("resume", false, "keep the results an earlier run saved for each batch at this commit (--work's results/), and run only the other batches")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -79,7 +81,8 @@ func run() error {
 		return err
 	}
 	start := time.Now()
-	results, err := runSuites(ctx, root, t, options{keep: keep, work: *work, out: os.Stdout})
+	commit := commitOf(root)
+	results, err := runSuites(ctx, root, t, options{keep: keep, work: *work, out: os.Stdout, commit: commit, resume: *resume})
 	if err != nil {
 		return err
 	}
@@ -92,7 +95,7 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		writeMarkdown(f, runInfo{commit: commitOf(root), started: start, took: time.Since(start),
+		writeMarkdown(f, runInfo{commit: commit, started: start, took: time.Since(start),
 			versions: pinnedVersions(root), stack: "`make up`'s stack (kwok nodes, the AWS emulator)"}, results)
 		if err := f.Close(); err != nil {
 			return err
@@ -161,9 +164,11 @@ func targetOf(kubeconfig, awsURL, clusterName string) (target, error) {
 
 // options of one run of the suites.
 type options struct {
-	keep func(spec) bool // the specs to plan (nil: all)
-	work string
-	out  io.Writer
+	keep   func(spec) bool // the specs to plan (nil: all)
+	work   string
+	out    io.Writer
+	commit string // what the results are measured at, saved with each batch's
+	resume bool   // keep the saved results of batches measured at commit
 }
 
 // runSuites builds the suites, installs the shims, plans and runs the specs, and returns a
@@ -208,8 +213,28 @@ func runSuites(ctx context.Context, root string, t target, o options) ([]result,
 		byText[sp] = result{spec: sp, state: skipped, reason: sk.text()}
 	}
 	for _, b := range p.batches {
-		for _, res := range r.runBatch(ctx, b) {
+		if o.resume {
+			kept, at, ok, err := loadBatch(o.work, o.commit, b)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				fmt.Fprintf(o.out, "karpenter-e2e: batch %s: %d results kept from %s (--resume, commit %s)\n", b.name, len(kept), at.Format(time.RFC3339), o.commit)
+				for _, res := range kept {
+					byText[res.spec] = res
+				}
+				continue
+			}
+		}
+		got := r.runBatch(ctx, b)
+		for _, res := range got {
 			byText[res.spec] = res
+		}
+		if ctx.Err() != nil {
+			break // an interrupted batch is not saved: --resume runs it again
+		}
+		if err := saveBatch(o.work, o.commit, b, got, time.Now()); err != nil {
+			fmt.Fprintf(o.out, "karpenter-e2e: batch %s: saving its results: %v\n", b.name, err)
 		}
 	}
 	var results []result
