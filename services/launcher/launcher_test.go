@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -172,8 +173,18 @@ func (e *env) launch(class, name string, types ...string) *launchv1.LaunchIntent
 // claimOf is claim for the node class of another name.
 func (e *env) claimOf(class, name string, types ...string) *launchv1.LaunchIntent {
 	e.t.Helper()
+	return e.claimLabelled(class, name, nil, types...)
+}
+
+// claimLabelled is claimOf with labels set over the usual ones from the claim's creation on, as
+// the scheduler writes a claim: a label patched in later may reach the launcher's cache after
+// the intent does.
+func (e *env) claimLabelled(class, name string, labels map[string]string, types ...string) *launchv1.LaunchIntent {
+	e.t.Helper()
+	all := map[string]string{karpv1.NodePoolLabelKey: "default", "team": "a"}
+	maps.Copy(all, labels)
 	nc := &karpv1.NodeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "default", "team": "a"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: all,
 			Annotations: map[string]string{"example.com/owner": "team-a",
 				// The scheduler's record of a pod nominated to the claim.
 				podproj.NominationKey("pod-uid-1"): `{"pod":"default/p1","at":"2026-11-26T00:00:00Z"}`}},
@@ -192,7 +203,7 @@ func (e *env) claimOf(class, name string, types ...string) *launchv1.LaunchInten
 		NodeClassRef:  &commonv1.ObjectRef{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: class},
 		Zones:         []string{"us-east-1a"},
 		CapacityTypes: []commonv1.CapacityType{commonv1.CapacityType_CAPACITY_TYPE_SPOT, commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND},
-		Labels:        map[string]string{"team": "a"},
+		Labels:        map[string]string{"team": all["team"]},
 		StartupTaints: []*commonv1.Taint{{Key: "example.com/agent-not-ready", Effect: "NoSchedule"}},
 	}
 	for _, name := range types {

@@ -13,8 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/tools/awsemu"
@@ -85,10 +83,7 @@ func TestUnusedLaunchTemplatesOfALiveClassAreDeleted(t *testing.T) {
 	first := e.claim("default-oldconf1", "t4g.small")
 	e.publish(first, first.NodeClaimName)
 	require.Eventually(t, func() bool { return len(e.instancesFor("default-oldconf1")) == 1 }, 60*time.Second, 100*time.Millisecond)
-	second := e.claim("default-newconf1", "t4g.small")
-	require.NoError(t, e.kube.Patch(e.ctx, &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-newconf1"}},
-		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"b"}}}`))))
-	second.Labels = map[string]string{"team": "b"}
+	second := e.claimLabelled("default", "default-newconf1", map[string]string{"team": "b"}, "t4g.small")
 	e.publish(second, second.NodeClaimName)
 	require.Eventually(t, func() bool { return len(e.instancesFor("default-newconf1")) == 1 }, 60*time.Second, 100*time.Millisecond)
 	old, current := e.templateID("default-oldconf1"), e.templateID("default-newconf1")
