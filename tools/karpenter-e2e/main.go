@@ -61,7 +61,7 @@ func run() error {
 	only := fs.String("batch", "", "run only these batches (comma separated: "+batchNames()+")")
 	out := fs.String("out", "", "write the result as markdown to this file (docs/karpenter-e2e.md)")
 	work := fs.String("work", filepath.Join(root, ".local", "karpenter-e2e"), "directory for the suites' reports and logs")
-	resume := fs.Bool("resume", false, "keep the results an earlier run saved for each batch at this commit (--work's results/), and run only the other batches")
+	resume := fs.Bool("resume", false, "keep the results an earlier run saved for each batch (--work's results/; the markdown names the commit each was measured at), and run only the other batches")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -214,12 +214,12 @@ func runSuites(ctx context.Context, root string, t target, o options) ([]result,
 	}
 	for _, b := range p.batches {
 		if o.resume {
-			kept, at, ok, err := loadBatch(o.work, o.commit, b)
+			kept, at, ok, err := loadBatch(o.work, b)
 			if err != nil {
 				return nil, err
 			}
 			if ok {
-				fmt.Fprintf(o.out, "karpenter-e2e: batch %s: %d results kept from %s (--resume, commit %s)\n", b.name, len(kept), at.Format(time.RFC3339), o.commit)
+				fmt.Fprintf(o.out, "karpenter-e2e: batch %s: %d results kept from %s (--resume, measured at commit %s)\n", b.name, len(kept), at.Format(time.RFC3339), kept[0].commit)
 				for _, res := range kept {
 					byText[res.spec] = res
 				}
@@ -227,8 +227,9 @@ func runSuites(ctx context.Context, root string, t target, o options) ([]result,
 			}
 		}
 		got := r.runBatch(ctx, b)
-		for _, res := range got {
-			byText[res.spec] = res
+		for i := range got {
+			got[i].commit = o.commit
+			byText[got[i].spec] = got[i]
 		}
 		if ctx.Err() != nil {
 			break // an interrupted batch is not saved: --resume runs it again

@@ -75,8 +75,8 @@ func writeMarkdown(w io.Writer, info runInfo, results []result) {
 	fmt.Fprintf(w, "The last full run of `make karpenter-e2e` (`tools/karpenter-e2e`; how it works, the shims and\n")
 	fmt.Fprintf(w, "the skip list: docs/development.md, \"Karpenter's end-to-end suites\"). Written by the tool with `--out`.\n\n")
 	fmt.Fprintf(w, "- suites: %s\n", info.versions)
-	fmt.Fprintf(w, "- Fleetwright: `%s`, on %s\n", info.commit, info.stack)
-	fmt.Fprintf(w, "- started %s, took %s\n\n", info.started.UTC().Format(time.RFC3339), info.took.Round(time.Minute))
+	fmt.Fprintf(w, "- Fleetwright: %s, on %s\n", measuredAt(info.commit, results), info.stack)
+	fmt.Fprintf(w, "- started %s, took %s%s\n\n", info.started.UTC().Format(time.RFC3339), info.took.Round(time.Minute), keptNote(results))
 	fmt.Fprintf(w, "```\n")
 	for _, s := range summarize(results) {
 		fmt.Fprintln(w, s.Line())
@@ -96,6 +96,54 @@ func writeMarkdown(w io.Writer, info runInfo, results []result) {
 		}
 	}
 	writeAfterAlls(w, results)
+}
+
+// measuredAt names the commit the results were measured at, or, when --resume kept batches of
+// earlier commits, each commit with its batches.
+func measuredAt(running string, results []result) string {
+	batchesOf := map[string][]string{}
+	var commits []string
+	for _, r := range results {
+		if r.state == skipped || r.commit == "" {
+			continue
+		}
+		if _, ok := batchesOf[r.commit]; !ok {
+			commits = append(commits, r.commit)
+		}
+		if b := batchesOf[r.commit]; len(b) == 0 || b[len(b)-1] != r.batch {
+			batchesOf[r.commit] = append(b, r.batch)
+		}
+	}
+	if len(commits) <= 1 {
+		if len(commits) == 1 {
+			running = commits[0]
+		}
+		return "`" + running + "`"
+	}
+	parts := make([]string, len(commits))
+	for i, c := range commits {
+		parts[i] = fmt.Sprintf("`%s` (batches %s)", c, strings.Join(batchesOf[c], ", "))
+	}
+	return "measured at " + strings.Join(parts, "; ")
+}
+
+// keptNote says how many batches' results --resume kept from earlier runs (their time is not in
+// this run's).
+func keptNote(results []result) string {
+	kept, all := map[string]bool{}, map[string]bool{}
+	for _, r := range results {
+		if r.state == skipped {
+			continue
+		}
+		all[r.batch] = true
+		if r.kept {
+			kept[r.batch] = true
+		}
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (this invocation; the results of %d of the %d batches were kept from earlier runs with --resume)", len(kept), len(all))
 }
 
 // writeAfterAlls lists the Ordered containers' AfterAll failures ginkgo charged to a spec that

@@ -42,6 +42,8 @@ type result struct {
 	// afterAll is the failure of the spec's Ordered container's AfterAll, which ran after it
 	// and which ginkgo charges to it; the spec itself passed.
 	afterAll string
+	commit   string // the Fleetwright commit it was measured at (a result kept by --resume: an earlier one)
+	kept     bool   // kept by --resume from an earlier run
 }
 
 const (

@@ -12,9 +12,11 @@ import (
 
 // A full run takes hours, so each batch's results are saved in the work directory as the batch
 // ends (results/<batch>.json), with the commit they were measured at. --resume keeps the saved
-// results of every batch whose specs all have one from the same commit, and runs only the
-// others: an interrupted run (a spec that hung the machine, a stack restarted, the end of a
-// working day) goes on where it stopped, and the markdown still covers every spec.
+// results of every batch whose specs all have one, and runs only the others: an interrupted run
+// (a spec that hung the machine, a stack restarted, the end of a working day) goes on where it
+// stopped, and the markdown still covers every spec. Results kept from another commit than the
+// one running are not hidden: the markdown names the commit each batch was measured at. Without
+// --resume every batch runs.
 
 // savedBatch is one batch's results as saved.
 type savedBatch struct {
@@ -56,10 +58,10 @@ func saveBatch(work, commit string, b plannedBatch, results []result, now time.T
 	return os.Rename(tmp, path)
 }
 
-// loadBatch returns the saved results of a batch measured at commit, one per spec of the batch
-// in its order; ok is false when there are none, they are of another commit, or a spec of the
-// batch has none (the plan changed: the batch runs again).
-func loadBatch(work, commit string, b plannedBatch) (results []result, saved time.Time, ok bool, err error) {
+// loadBatch returns the saved results of a batch, one per spec of the batch in its order, each
+// with the commit it was measured at; ok is false when there are none or a spec of the batch
+// has none (the plan changed: the batch runs again).
+func loadBatch(work string, b plannedBatch) (results []result, saved time.Time, ok bool, err error) {
 	data, err := os.ReadFile(savedPath(work, b.name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, time.Time{}, false, nil
@@ -71,7 +73,7 @@ func loadBatch(work, commit string, b plannedBatch) (results []result, saved tim
 	if err := json.Unmarshal(data, &sb); err != nil {
 		return nil, time.Time{}, false, fmt.Errorf("reading %s: %w", savedPath(work, b.name), err)
 	}
-	if sb.Commit != commit || sb.Batch != b.name {
+	if sb.Batch != b.name {
 		return nil, time.Time{}, false, nil
 	}
 	byText := map[string]savedResult{}
@@ -83,7 +85,8 @@ func loadBatch(work, commit string, b plannedBatch) (results []result, saved tim
 		if !found {
 			return nil, time.Time{}, false, nil
 		}
-		results = append(results, result{spec: sp, state: r.State, reason: r.Reason, batch: b.name, took: r.Took, afterAll: r.AfterAll})
+		results = append(results, result{spec: sp, state: r.State, reason: r.Reason, batch: b.name, took: r.Took, afterAll: r.AfterAll,
+			commit: sb.Commit, kept: true})
 	}
 	return results, sb.Saved, true, nil
 }
