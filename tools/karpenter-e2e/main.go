@@ -61,7 +61,8 @@ func run() error {
 	only := fs.String("batch", "", "run only these batches (comma separated: "+batchNames()+")")
 	out := fs.String("out", "", "write the result as markdown to this file (docs/karpenter-e2e.md)")
 	work := fs.String("work", filepath.Join(root, ".local", "karpenter-e2e"), "directory for the suites' reports and logs")
-	resume := fs.Bool("resume", false, "keep the results an earlier run saved for each batch (--work's results/; the markdown names the commit each was measured at), and run only the other batches")
+	resume := fs.Bool("resume", false, "keep the results earlier runs saved (--work's results/; the markdown names the commit each was measured at), and run only the specs without one")
+	report := fs.Bool("report", false, "run nothing: print (and with --out write) the saved results, the specs without one listed as not run yet")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func run() error {
 	}
 	start := time.Now()
 	commit := commitOf(root)
-	results, err := runSuites(ctx, root, t, options{keep: keep, work: *work, out: os.Stdout, commit: commit, resume: *resume})
+	results, err := runSuites(ctx, root, t, options{keep: keep, work: *work, out: os.Stdout, commit: commit, resume: *resume, reportOnly: *report})
 	if err != nil {
 		return err
 	}
@@ -167,8 +168,9 @@ type options struct {
 	keep   func(spec) bool // the specs to plan (nil: all)
 	work   string
 	out    io.Writer
-	commit string // what the results are measured at, saved with each batch's
-	resume bool   // keep the saved results of batches measured at commit
+	commit     string // what the results are measured at, saved with each spec's
+	resume     bool   // keep the saved results and run only the specs without one
+	reportOnly bool   // run nothing: report the saved results, the specs without one as not run
 }
 
 // runSuites builds the suites, installs the shims, plans and runs the specs, and returns a
@@ -185,9 +187,11 @@ func runSuites(ctx context.Context, root string, t target, o options) ([]result,
 	if err != nil {
 		return nil, err
 	}
-	nodeClass, nodePool, err := installShims(ctx, t, mods, o.work)
-	if err != nil {
-		return nil, err
+	var nodeClass, nodePool string
+	if !o.reportOnly {
+		if nodeClass, nodePool, err = installShims(ctx, t, mods, o.work); err != nil {
+			return nil, err
+		}
 	}
 	r := &runner{bins: bins, work: o.work, env: t.suiteEnv(), out: o.out, nodeClass: nodeClass, nodePool: nodePool,
 		prepare: func(ctx context.Context, s suite) error { return applySettings(ctx, t, s.policy) },
@@ -205,7 +209,9 @@ func runSuites(ctx context.Context, root string, t target, o options) ([]result,
 	if err != nil {
 		return nil, err
 	}
-	if err := r.clean(ctx); err != nil { // what an earlier run may have left
+	if o.reportOnly {
+		// nothing runs: the cluster is left as it is
+	} else if err := r.clean(ctx); err != nil { // what an earlier run may have left
 		return nil, fmt.Errorf("the cluster is not clean: %w", err)
 	}
 	byText := map[spec]result{}
@@ -213,29 +219,42 @@ func runSuites(ctx context.Context, root string, t target, o options) ([]result,
 		byText[sp] = result{spec: sp, state: skipped, reason: sk.text()}
 	}
 	for _, b := range p.batches {
-		if o.resume {
-			kept, at, ok, err := loadBatch(o.work, b)
+		todo := b
+		if o.resume || o.reportOnly {
+			kept, at, err := loadBatch(o.work, b)
 			if err != nil {
 				return nil, err
 			}
-			if ok {
-				fmt.Fprintf(o.out, "karpenter-e2e: batch %s: %d results kept from %s (--resume, measured at commit %s)\n", b.name, len(kept), at.Format(time.RFC3339), kept[0].commit)
-				for _, res := range kept {
-					byText[res.spec] = res
-				}
-				continue
+			done := map[string]bool{}
+			for _, res := range kept {
+				byText[res.spec] = res
+				done[res.spec.text] = true
+			}
+			todo.specs = slices.DeleteFunc(slices.Clone(b.specs), func(sp spec) bool { return done[sp.text] })
+			if len(kept) > 0 {
+				fmt.Fprintf(o.out, "karpenter-e2e: batch %s: %d of %d results kept from earlier runs (last saved %s)\n", b.name, len(kept), len(b.specs), at.Format(time.RFC3339))
 			}
 		}
-		got := r.runBatch(ctx, b)
+		if len(todo.specs) == 0 {
+			continue
+		}
+		if o.reportOnly {
+			for _, sp := range todo.specs {
+				byText[sp] = result{spec: sp, state: notRun, batch: b.name, reason: "no saved result: run `make karpenter-e2e` with --resume"}
+			}
+			continue
+		}
+		got := r.runBatch(ctx, todo)
 		for i := range got {
 			got[i].commit = o.commit
 			byText[got[i].spec] = got[i]
 		}
-		if ctx.Err() != nil {
-			break // an interrupted batch is not saved: --resume runs it again
-		}
-		if err := saveBatch(o.work, o.commit, b, got, time.Now()); err != nil {
+		// Saved even when interrupted: what ended is a result; what did not is not saved.
+		if err := saveBatch(o.work, o.commit, todo, got, time.Now()); err != nil {
 			fmt.Fprintf(o.out, "karpenter-e2e: batch %s: saving its results: %v\n", b.name, err)
+		}
+		if ctx.Err() != nil {
+			break
 		}
 	}
 	var results []result

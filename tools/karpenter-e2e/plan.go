@@ -50,7 +50,9 @@ var batches = []batch{
 	{name: "nodeclaim", suite: "regression.test", focus: regexp.MustCompile(`^NodeClaim `), specTimeout: 18 * time.Minute},
 	{name: "termination", suite: "regression.test", focus: regexp.MustCompile(`^Termination `), specTimeout: 10 * time.Minute},
 	{name: "expiration", suite: "regression.test", focus: regexp.MustCompile(`^Expiration `), specTimeout: 10 * time.Minute},
-	{name: "drift", suite: "regression.test", focus: regexp.MustCompile(`^Drift `), specTimeout: 10 * time.Minute},
+	// A drift whose replacement never registers or initializes is given up after ~10 minutes,
+	// and the Failure specs then watch for 2 more.
+	{name: "drift", suite: "regression.test", focus: regexp.MustCompile(`^Drift `), specTimeout: 16 * time.Minute},
 	{name: "chaos", suite: "regression.test", focus: regexp.MustCompile(`^Chaos `)},
 	{name: "performance", suite: "regression.test", focus: regexp.MustCompile(`^Performance `), specTimeout: 15 * time.Minute},
 	{name: "capacitybuffer", suite: "regression.test", focus: regexp.MustCompile(`^CapacityBuffer `)},

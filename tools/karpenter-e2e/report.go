@@ -57,6 +57,28 @@ func printTable(w io.Writer, results []result) {
 	for _, s := range summarize(results) {
 		fmt.Fprintln(w, s.Line())
 	}
+	if line := notRunLine(results); line != "" {
+		fmt.Fprintln(w, line)
+	}
+}
+
+// notRunLine counts the specs --report found no result for, with their batches ("" if none).
+func notRunLine(results []result) string {
+	n := 0
+	var batches []string
+	for _, r := range results {
+		if r.state != notRun {
+			continue
+		}
+		n++
+		if len(batches) == 0 || batches[len(batches)-1] != r.batch {
+			batches = append(batches, r.batch)
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("not run yet: %d specs (batches %s), in neither line above", n, strings.Join(batches, ", "))
 }
 
 // runInfo says what ran where, for the report's head.
@@ -80,6 +102,9 @@ func writeMarkdown(w io.Writer, info runInfo, results []result) {
 	fmt.Fprintf(w, "```\n")
 	for _, s := range summarize(results) {
 		fmt.Fprintln(w, s.Line())
+	}
+	if line := notRunLine(results); line != "" {
+		fmt.Fprintln(w, line)
 	}
 	fmt.Fprintf(w, "```\n")
 	for _, s := range summarize(results) {

@@ -50,7 +50,12 @@ const (
 	passed  = "passed"
 	failed  = "failed"
 	skipped = "skipped"
+	// notRun is a spec --report found no saved result for: neither run nor counted.
+	notRun = "not run yet"
 )
+
+// notRunReason starts the reason of a spec a batch could not run (counted failed, never saved).
+const notRunReason = "not run: "
 
 // ginkgo's JSON report, the parts read here.
 type ginkgoReport struct {
@@ -125,7 +130,7 @@ func (r *runner) runBatch(ctx context.Context, b plannedBatch) []result {
 	for process := 1; len(remaining) > 0; process++ {
 		if err := r.prepare(ctx, b.suite); err != nil {
 			for _, sp := range remaining {
-				results[sp.text] = result{spec: sp, state: failed, reason: "not run: preparing the stack: " + err.Error()}
+				results[sp.text] = result{spec: sp, state: failed, reason: notRunReason + "preparing the stack: " + err.Error()}
 			}
 			break
 		}
@@ -149,7 +154,7 @@ func (r *runner) runBatch(ctx context.Context, b plannedBatch) []result {
 				why += ": " + err.Error()
 			}
 			for _, sp := range next {
-				results[sp.text] = result{spec: sp, state: failed, reason: "not run: " + why}
+				results[sp.text] = result{spec: sp, state: failed, reason: notRunReason + why}
 			}
 			break
 		}

@@ -2,49 +2,69 @@ package main
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// A batch's saved results come back for --resume, with the commit they were measured at, only
-// when they cover every spec the batch plans now.
-func TestSavedBatchesResumeOnlyWhatTheyCover(t *testing.T) {
+// Each spec's saved result comes back for --resume with the commit it was measured at; a batch
+// run again for some of its specs keeps the others' results; a spec the batch could not run is
+// not saved (so --resume runs it).
+func TestSavedResultsResumeSpecBySpec(t *testing.T) {
 	work := t.TempDir()
 	reg := suites[0]
 	a := spec{suite: reg, text: "Integration DaemonSet should account for LimitRange Default", suiteText: "Regression"}
 	b := spec{suite: reg, text: "Integration DaemonSet should account for LimitRange DefaultRequest", suiteText: "Regression"}
-	pb := plannedBatch{batch: batches[1], suite: reg, specs: []spec{a, b}}
+	c := spec{suite: reg, text: "Integration DaemonSet a spec added since", suiteText: "Regression"}
+	all := plannedBatch{batch: batches[1], suite: reg, specs: []spec{a, b, c}}
 	at := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
-	require.NoError(t, saveBatch(work, "abc1234", pb, []result{
+	require.NoError(t, saveBatch(work, "abc1234", all, []result{
 		{spec: a, state: passed, took: 10 * time.Second},
 		{spec: b, state: failed, reason: "timed out", took: 6 * time.Minute, afterAll: "leaked a node"},
+		{spec: c, state: failed, reason: notRunReason + "the suite's process ran none of its specs"},
 	}, at))
 
-	got, saved, ok, err := loadBatch(work, pb)
+	got, saved, err := loadBatch(work, all)
 	require.NoError(t, err)
-	require.True(t, ok)
 	require.Equal(t, at, saved)
 	require.Equal(t, []result{
 		{spec: a, state: passed, batch: "integration", took: 10 * time.Second, commit: "abc1234", kept: true},
 		{spec: b, state: failed, reason: "timed out", batch: "integration", took: 6 * time.Minute, afterAll: "leaked a node", commit: "abc1234", kept: true},
-	}, got)
-	require.Equal(t, "measured at `abc1234` (batches integration); `def5678` (batches validation)",
-		measuredAt("def5678", append(got, result{spec: b, state: passed, batch: "validation", commit: "def5678"})),
-		"the markdown names the commit of each batch kept")
-	require.Equal(t, "`abc1234`", measuredAt("def5678", got))
+	}, got, "c could not run: nothing saved for it")
 
-	c := spec{suite: reg, text: "Integration DaemonSet a spec added since", suiteText: "Regression"}
-	_, _, ok, err = loadBatch(work, plannedBatch{batch: batches[1], suite: reg, specs: []spec{a, b, c}})
+	// b run again at another commit: its result is replaced, a's kept.
+	require.NoError(t, saveBatch(work, "def5678", plannedBatch{batch: batches[1], suite: reg, specs: []spec{b}},
+		[]result{{spec: b, state: passed, took: 20 * time.Second}}, at.Add(time.Hour)))
+	got, _, err = loadBatch(work, all)
 	require.NoError(t, err)
-	require.False(t, ok, "a batch with a spec that has no saved result runs again")
+	require.Len(t, got, 2)
+	require.Equal(t, result{spec: a, state: passed, batch: "integration", took: 10 * time.Second, commit: "abc1234", kept: true}, got[0])
+	require.Equal(t, result{spec: b, state: passed, batch: "integration", took: 20 * time.Second, commit: "def5678", kept: true}, got[1])
+	require.Equal(t, "measured at `abc1234` (batches integration); `def5678` (batches integration)", measuredAt("zzz", got),
+		"the markdown names each commit")
+	require.Equal(t, "`abc1234`", measuredAt("def5678", got[:1]))
 
-	_, _, ok, err = loadBatch(work, plannedBatch{batch: batches[0], suite: reg, specs: []spec{a}})
+	got, _, err = loadBatch(work, plannedBatch{batch: batches[0], suite: reg, specs: []spec{a}})
 	require.NoError(t, err)
-	require.False(t, ok, "nothing saved for this batch")
+	require.Empty(t, got, "nothing saved for this batch")
 
 	require.NoError(t, os.WriteFile(savedPath(work, "integration"), []byte("{not json"), 0o644))
-	_, _, _, err = loadBatch(work, pb)
+	_, _, err = loadBatch(work, all)
 	require.ErrorContains(t, err, "integration.json", "a damaged file is an error that names it, not a silent re-run")
+}
+
+// --report lists the specs without a saved result apart, counted in neither suite's line.
+func TestNotRunSpecsAreCountedApart(t *testing.T) {
+	reg := suites[0]
+	results := []result{
+		{spec: spec{suite: reg, text: "A"}, state: passed, batch: "validation"},
+		{spec: spec{suite: reg, text: "B"}, state: notRun, batch: "nodeclaim"},
+		{spec: spec{suite: reg, text: "C"}, state: notRun, batch: "performance"},
+	}
+	var sb strings.Builder
+	printTable(&sb, results)
+	require.Contains(t, sb.String(), "regression: 1 run, 1 passed, 0 failed, 0 skipped")
+	require.Contains(t, sb.String(), "not run yet: 2 specs (batches nodeclaim, performance), in neither line above")
 }
