@@ -77,6 +77,7 @@ func disruptingNodes(t *testing.T, s *e2e.Stack) map[string]bool {
 // sampled every 200 ms, never more than one of the pool's nodes disrupting — and all go; the
 // ones waiting are told which budget holds them.
 func TestBudgetOneNodeAtATime(t *testing.T) {
+	t.Parallel()
 	s := budgetStack(t, `[{"nodes":"1"}]`, 5)
 	type victim struct{ node, instance, claim string }
 	var victims []victim
@@ -134,6 +135,7 @@ func TestBudgetOneNodeAtATime(t *testing.T) {
 // after consolidateAfter and well past it the empty nodes stay, untainted, and an event on
 // their NodeClaims names the budget.
 func TestBudgetScheduledZeroBlocks(t *testing.T) {
+	t.Parallel()
 	s := budgetStack(t, `[{"nodes":"0","schedule":"* * * * *","duration":"1h"}]`, 2)
 	claims := s.NodeClaims(t)
 	s.Kubectl("scale", "deployment", "spread", "--replicas", "0")

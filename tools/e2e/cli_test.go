@@ -78,6 +78,7 @@ type nodeReport struct {
 // after a scale-up `why node` names the pool, the instance type, its price and the pods; after
 // the scale-down `why node` on the removed node names why it went.
 func TestCLIWhyNodeSimulateAndRemoval(t *testing.T) {
+	t.Parallel()
 	s := v1Stack(t, `{"disruption":{"consolidateAfter":"5s"}}`)
 	s.Apply("deploy/examples/inflate.yaml")
 
@@ -205,6 +206,7 @@ spec:
 // Why not: a node consolidation would replace, held back by a do-not-disrupt pod; `why node`
 // says what blocks it.
 func TestCLIWhyNodeNotDisrupted(t *testing.T) {
+	t.Parallel()
 	s, old := replacementSetup(t, "")
 	s.Kubectl("annotate", "pods", "-l", "app=web", "karpenter.sh/do-not-disrupt=true")
 	eventSays(t, s, "Unconsolidatable", "is annotated karpenter.sh/do-not-disrupt", 2*time.Minute)
@@ -222,6 +224,7 @@ func TestCLIWhyNodeNotDisrupted(t *testing.T) {
 
 // A pod no pool accepts: `why pod` gives the scheduler's explanation per NodePool.
 func TestCLIWhyPodNoPoolAccepts(t *testing.T) {
+	t.Parallel()
 	s := e2e.NewStack(t, nil)
 	s.Apply("deploy/examples/v1/default.yaml")
 	s.Kubectl("patch", "nodepool", "default", "--type", "merge", "-p",

@@ -136,6 +136,7 @@ func settled(t *testing.T, s *e2e.Stack, pod *corev1.Pod, want int) {
 // beside it. Sized from the template, the node held the DaemonSet pod only, and one pending pod
 // launched a node every few seconds (issue 29).
 func TestDaemonSetLimitRange(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name string
 		item corev1.LimitRangeItem
@@ -170,6 +171,7 @@ func TestDaemonSetLimitRange(t *testing.T) {
 // wanting one of those ports must land on the other architecture. No DaemonSet pod exists
 // before the first node (they select a label only this pool's nodes carry).
 func TestDaemonSetHostPortsPerInstanceType(t *testing.T) {
+	t.Parallel()
 	s := dsStack(t, e2e.Options{})
 	s.Kubectl("patch", "nodepool", "default", "--type", "merge", "-p",
 		`{"spec":{"template":{"metadata":{"labels":{"testing/karpenter-node":"true"}}},"disruption":{"consolidateAfter":"30s"}}}`)
@@ -196,6 +198,7 @@ func TestDaemonSetHostPortsPerInstanceType(t *testing.T) {
 // next one, on the next node, will ask for 3. The scheduler sizes the next node for the pod
 // admission will make, not for the pod it saw last.
 func TestDaemonSetLimitRangeAddedLater(t *testing.T) {
+	t.Parallel()
 	s := dsStack(t, e2e.Options{})
 	createDaemonSet(t, s, "agent", podOpts{tolerateAll: true})
 	createDeployment(t, s, "web", 1, podOpts{resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}})
@@ -231,6 +234,7 @@ func TestDaemonSetLimitRangeAddedLater(t *testing.T) {
 // after --max-failed-launches, says why in the pod's events, keeps the last node while the pod
 // waits, and counts it.
 func TestLaunchLoopBreaker(t *testing.T) {
+	t.Parallel()
 	limits := []string{"--max-failed-launches", "2", "--failed-launch-hold", "10m"}
 	s := dsStack(t, e2e.Options{ServiceArgs: map[string][]string{"scheduler": limits}})
 	require.NoError(t, s.Emu.SetNodeOverhead(context.Background(), corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("6Gi")}))

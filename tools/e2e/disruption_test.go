@@ -79,6 +79,7 @@ func freshPlanVCPUs(t *testing.T, s *e2e.Stack, n int) int64 {
 // shortened to 10s), inflate 9 → 3. The nodes left half used are consolidated until the cluster
 // holds no more vCPUs than a fresh plan for 3 pods would buy, with the 3 pods Running.
 func TestConsolidationShrinksAfterScaleDown(t *testing.T) {
+	t.Parallel()
 	s := v1Stack(t, `{"disruption":{"consolidateAfter":"10s"}}`)
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "9")
@@ -219,6 +220,7 @@ func replacementSetup(t *testing.T, patch string) (*e2e.Stack, corev1.Node) {
 // is tainted (nothing new lands on it) before its replacement is created, the replacement is
 // Initialized before the old node is drained, and the pod ends on the replacement.
 func TestConsolidationReplacesWithACheaperNode(t *testing.T) {
+	t.Parallel()
 	s, old := replacementSetup(t, "")
 	taints := watchTaints(t, s)
 	oldClaim := claimOfNode(t, s, old.Name)
@@ -307,6 +309,7 @@ func stays(t *testing.T, s *e2e.Stack, node string) {
 
 // Each of these holds consolidation back, and an event on the NodeClaim says which.
 func TestConsolidationBlocked(t *testing.T) {
+	t.Parallel()
 	t.Run("do-not-disrupt pod", func(t *testing.T) {
 		s, old := replacementSetup(t, "")
 		s.Kubectl("annotate", "pods", "-l", "app=web", "karpenter.sh/do-not-disrupt=true")
@@ -332,6 +335,7 @@ func TestConsolidationBlocked(t *testing.T) {
 // when it comes back, the decision is carried out once — one replacement, the old node gone,
 // no node left tainted.
 func TestConsolidationSurvivesATerminatorCrash(t *testing.T) {
+	t.Parallel()
 	s, old := replacementSetup(t, "")
 	oldClaim := claimOfNode(t, s, old.Name)
 	require.NotNil(t, oldClaim)
@@ -395,6 +399,7 @@ func disruptingNow(t *testing.T, s *e2e.Stack) int {
 // Changing the NodePool's template labels drifts every node: each is replaced, at most the
 // budget (one) at a time, with the workload's pods Running throughout but for one node's worth.
 func TestDriftReplacesEveryNode(t *testing.T) {
+	t.Parallel()
 	s := v1Stack(t, `{"disruption":{"budgets":[{"nodes":"1"}]}}`)
 	// Three pods that may not share a node: three nodes, one pod each.
 	deployment(t, s, "web", 3, "1", "", `      affinity:
@@ -443,6 +448,7 @@ func TestDriftReplacesEveryNode(t *testing.T) {
 // v1alpha5's consolidation.enabled consolidates too: two spot nodes each left with one 1-CPU
 // pod (their 6.5-CPU fillers gone) become one, the other deleted as underutilized.
 func TestConsolidationEnabledV1Alpha5(t *testing.T) {
+	t.Parallel()
 	s := legacyStack(t, `{"ttlSecondsAfterEmpty":null,"consolidation":{"enabled":true},"requirements":[
 		{"key":"node.kubernetes.io/instance-type","operator":"In","values":["c6i.2xlarge"]},
 		{"key":"karpenter.sh/capacity-type","operator":"In","values":["spot"]}]}`)

@@ -25,6 +25,7 @@ import (
 // Fleetwright on it: nothing is launched again, nothing is taken for drifted, and the nodes
 // are removed, their instances terminated, when their pods go.
 func TestKarpenterNodeClaimsAreAdopted(t *testing.T) {
+	t.Parallel()
 	s := v1Stack(t, `{"disruption":{"consolidationPolicy":"WhenEmpty","consolidateAfter":"5s"}}`)
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "4")
@@ -92,6 +93,7 @@ func TestKarpenterNodeClaimsAreAdopted(t *testing.T) {
 // them), then starts Fleetwright again: each node gets a NodeClaim of its own, its instance the
 // tags the terminator needs, nothing is launched; and the nodes are removed when empty.
 func TestKarpenterV1Alpha5NodesAreAdopted(t *testing.T) {
+	t.Parallel()
 	s := legacyStack(t, `{"ttlSecondsAfterEmpty":5}`)
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "3")

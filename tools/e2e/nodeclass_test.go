@@ -92,6 +92,7 @@ spec:
 // the scheduler planned with (the one capacity function, under the class's kubelet settings,
 // root volume and RAID0 over the type's NVMe).
 func TestEveryNodeClassFieldReachesTheInstance(t *testing.T) {
+	t.Parallel()
 	s := e2e.NewStack(t, nil)
 	ctx := context.Background()
 	applyYAML(t, s, everyField)

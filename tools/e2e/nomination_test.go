@@ -31,6 +31,7 @@ const bigPods = "app=big"
 
 // TestLargeDeploymentAllRun: a wide pool and one Deployment scaled 0 → 500.
 func TestLargeDeploymentAllRun(t *testing.T) {
+	t.Parallel()
 	s := wideStack(t)
 	start := time.Now()
 	scaleBig(t, s, 500)
@@ -42,6 +43,7 @@ func TestLargeDeploymentAllRun(t *testing.T) {
 // registering, so the second batch is planned against in-flight claims and nodes that are
 // filling up.
 func TestLargeDeploymentScaledInTwoSteps(t *testing.T) {
+	t.Parallel()
 	s := wideStack(t)
 	start := time.Now()
 	scaleBig(t, s, 200)

@@ -161,6 +161,7 @@ func landsOnExistingNode(t *testing.T, s *e2e.Stack) {
 // instances → nodes that carry the pool's labels and taints → 5 pods Running, on as few
 // nodes as fit.
 func TestScaleUpV1(t *testing.T) {
+	t.Parallel()
 	s := e2e.NewStack(t, nil)
 	s.Apply("deploy/examples/v1/default.yaml")
 	// The pool's own label and taint must reach the nodes; inflate tolerates the taint.
@@ -213,6 +214,7 @@ func TestScaleUpV1(t *testing.T) {
 
 // The same with the v1alpha5 example: a spot-only Provisioner and an AWSNodeTemplate.
 func TestScaleUpV1Alpha5(t *testing.T) {
+	t.Parallel()
 	s := e2e.NewStack(t, nil)
 	s.Apply("deploy/examples/v1alpha5/default.yaml")
 	s.Apply("deploy/examples/inflate.yaml")
@@ -245,6 +247,7 @@ func TestScaleUpV1Alpha5(t *testing.T) {
 // No pool at all: the pods stay pending and are told why; a pool whose taint they do not
 // tolerate: the event names the taint.
 func TestUnschedulablePodsAreExplained(t *testing.T) {
+	t.Parallel()
 	s := e2e.NewStack(t, nil)
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "2")
@@ -276,6 +279,7 @@ func TestUnschedulablePodsAreExplained(t *testing.T) {
 // Every spot pool of the zone out of capacity: the launch still succeeds (on-demand), the
 // exhausted offerings are published, and the next claim goes straight to what is available.
 func TestInsufficientCapacity(t *testing.T) {
+	t.Parallel()
 	s := e2e.NewStack(t, nil)
 	ctx := context.Background()
 	require.NoError(t, s.Emu.SetCapacity(ctx, awsemu.CapacityRule{Pool: awsemu.Pool{Zone: "us-east-1a", CapacityType: "spot"}, Capacity: 0}))
@@ -310,6 +314,7 @@ func TestInsufficientCapacity(t *testing.T) {
 // The launcher is down when the intent is published, and killed again as it calls
 // CreateFleet: after restarts there is exactly one instance for each NodeClaim.
 func TestLauncherCrashLaunchesExactlyOnce(t *testing.T) {
+	t.Parallel()
 	s := e2e.NewStack(t, nil)
 	// Once the catalog is out (the scheduler needs it), take the launcher down.
 	require.Eventually(t, func() bool { return strings.Contains(s.Service("launcher").Log(), "published instance catalog") },

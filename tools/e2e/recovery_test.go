@@ -69,6 +69,7 @@ func oneInstancePerClaim(t *testing.T, s *e2e.Stack) {
 // restarted scheduler takes its Lease back at once and offers the waiting pods together, onto
 // the claims the dead one made; every pod runs, every node is used.
 func TestSchedulerKilledMidBatchResumes(t *testing.T) {
+	t.Parallel()
 	s := e2e.NewStack(t, nil)
 	s.Apply("deploy/examples/v1/default.yaml")
 	s.Apply("deploy/examples/inflate.yaml")
@@ -91,6 +92,7 @@ func TestSchedulerKilledMidBatchResumes(t *testing.T) {
 // The launcher killed with intents in flight (its first CreateFleet sent): the intents it held
 // come back to the restarted launcher, each launches once.
 func TestLauncherKilledWithIntentsInFlightResumes(t *testing.T) {
+	t.Parallel()
 	s := e2e.NewStack(t, nil)
 	s.Apply("deploy/examples/v1/default.yaml")
 	s.Apply("deploy/examples/inflate.yaml")
@@ -112,6 +114,7 @@ func TestLauncherKilledWithIntentsInFlightResumes(t *testing.T) {
 // pod-watcher killed with a window open (pods pending, no batch out yet): the restarted one
 // lists them and offers them at once.
 func TestPodWatcherKilledWithAWindowOpenResumes(t *testing.T) {
+	t.Parallel()
 	s := e2e.NewStack(t, nil)
 	s.Apply("deploy/examples/v1/default.yaml")
 	s.Apply("deploy/examples/inflate.yaml")

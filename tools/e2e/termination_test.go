@@ -187,6 +187,7 @@ func noLeftovers(t *testing.T, s *e2e.Stack) {
 // to 5s): inflate 5 → 0 → its nodes are cordoned, their instances terminated, Nodes and
 // NodeClaims gone; a node that still runs a pod of another Deployment is left alone.
 func TestScaleDownEmptyNodesV1Alpha5(t *testing.T) {
+	t.Parallel()
 	s := legacyStack(t, `{"ttlSecondsAfterEmpty":5}`)
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "5")
@@ -240,6 +241,7 @@ func TestScaleDownEmptyNodesV1Alpha5(t *testing.T) {
 // at once, its pods run on replacement capacity well before AWS would take the instance (2
 // minutes), and the SQS message is deleted.
 func TestSpotInterruptionDrainsAndReplaces(t *testing.T) {
+	t.Parallel()
 	s := legacyStack(t, "")
 	s.Apply("deploy/examples/inflate.yaml")
 	s.Kubectl("scale", "deployment", "inflate", "--replicas", "5")
@@ -391,6 +393,7 @@ spec:
 // A 4-replica Deployment with a PDB maxUnavailable 50% on a node being drained never has more
 // than 2 replicas unavailable.
 func TestDrainRespectsPodDisruptionBudget(t *testing.T) {
+	t.Parallel()
 	s := legacyStack(t, "")
 	deployment(t, s, "web", 4, "500m", "", "")
 	podsRunning(t, s, "app=web", 4, 3*time.Minute)
@@ -418,6 +421,7 @@ func TestDrainRespectsPodDisruptionBudget(t *testing.T) {
 // Karpenter v1alpha5 did (a v1 NodePool's expiry is forceful: TestExpiryIsBoundedByTheGracePeriod),
 // but not an interruption drain.
 func TestDoNotDisruptBlocksExpiryNotInterruption(t *testing.T) {
+	t.Parallel()
 	s := legacyStack(t, `{"ttlSecondsAfterEmpty":5,"ttlSecondsUntilExpired":15}`)
 	deployment(t, s, "keep", 1, "500m", `{karpenter.sh/do-not-disrupt: "true"}`, "")
 	podsRunning(t, s, "app=keep", 1, 3*time.Minute)
@@ -450,6 +454,7 @@ func TestDoNotDisruptBlocksExpiryNotInterruption(t *testing.T) {
 // node and its claim go, its instance is terminated, no node stays cordoned, no instance runs
 // without a node.
 func TestTerminatorCrashMidDrain(t *testing.T) {
+	t.Parallel()
 	s := legacyStack(t, "")
 	deployment(t, s, "web", 4, "500m", "", "")
 	podsRunning(t, s, "app=web", 4, 3*time.Minute)

@@ -1,9 +1,3 @@
-//go:build karpentersubset
-
-// Built only with the karpentersubset tag (make karpenter-e2e-subset): building Karpenter's
-// suites on a cold machine does not fit make test's budget yet, so make test neither runs nor
-// counts it.
-
 package main
 
 import (
@@ -18,9 +12,10 @@ import (
 	"github.com/fleetwright/fleetwright/tools/e2e"
 )
 
-// subset is the part of Karpenter's suites `make karpenter-e2e-subset` runs: stable and a few minutes long. The
-// core suite's NodePool validation specs (the API's admission rules, as Karpenter's own CRDs
-// have them) and scheduling specs of the provider's suite that launch one node each.
+// subset is the part of Karpenter's suites make test runs (`make karpenter-e2e-subset` runs it
+// alone): stable and a few minutes long. The core suite's NodePool validation specs (the API's
+// admission rules, as Karpenter's own CRDs have them) and scheduling specs of the provider's
+// suite that launch one node each.
 var subset = regexp.MustCompile(`^(` +
 	`Integration Validation NodePool .*` +
 	`|\[Strict\] Scheduling should apply annotations to the node` +
