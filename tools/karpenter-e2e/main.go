@@ -97,7 +97,7 @@ func run() error {
 			return err
 		}
 		writeMarkdown(f, runInfo{commit: commit, started: start, took: time.Since(start),
-			versions: pinnedVersions(root), stack: "`make up`'s stack (kwok nodes, the AWS emulator)"}, results)
+			versions: pinnedVersions(root), stack: "`make up`'s stack (kwok nodes, the AWS emulator)", reportOnly: *report}, results)
 		if err := f.Close(); err != nil {
 			return err
 		}
@@ -165,9 +165,9 @@ func targetOf(kubeconfig, awsURL, clusterName string) (target, error) {
 
 // options of one run of the suites.
 type options struct {
-	keep   func(spec) bool // the specs to plan (nil: all)
-	work   string
-	out    io.Writer
+	keep       func(spec) bool // the specs to plan (nil: all)
+	work       string
+	out        io.Writer
 	commit     string // what the results are measured at, saved with each spec's
 	resume     bool   // keep the saved results and run only the specs without one
 	reportOnly bool   // run nothing: report the saved results, the specs without one as not run

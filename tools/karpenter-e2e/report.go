@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -88,6 +89,8 @@ type runInfo struct {
 	took     time.Duration
 	versions string // the pinned modules
 	stack    string
+	// reportOnly: written by --report from saved results, nothing run
+	reportOnly bool
 }
 
 // writeMarkdown is docs/karpenter-e2e.md: how the run was made, the summary lines, and the
@@ -98,7 +101,11 @@ func writeMarkdown(w io.Writer, info runInfo, results []result) {
 	fmt.Fprintf(w, "the skip list: docs/development.md, \"Karpenter's end-to-end suites\"). Written by the tool with `--out`.\n\n")
 	fmt.Fprintf(w, "- suites: %s\n", info.versions)
 	fmt.Fprintf(w, "- Fleetwright: %s, on %s\n", measuredAt(info.commit, results), info.stack)
-	fmt.Fprintf(w, "- started %s, took %s%s\n\n", info.started.UTC().Format(time.RFC3339), info.took.Round(time.Minute), keptNote(results))
+	if info.reportOnly {
+		fmt.Fprintf(w, "- written %s with --report from the results earlier runs saved (each spec's time is its own)\n\n", info.started.UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(w, "- started %s, took %s%s\n\n", info.started.UTC().Format(time.RFC3339), info.took.Round(time.Minute), keptNote(results))
+	}
 	fmt.Fprintf(w, "```\n")
 	for _, s := range summarize(results) {
 		fmt.Fprintln(w, s.Line())
@@ -135,8 +142,8 @@ func measuredAt(running string, results []result) string {
 		if _, ok := batchesOf[r.commit]; !ok {
 			commits = append(commits, r.commit)
 		}
-		if b := batchesOf[r.commit]; len(b) == 0 || b[len(b)-1] != r.batch {
-			batchesOf[r.commit] = append(b, r.batch)
+		if !slices.Contains(batchesOf[r.commit], r.batch) {
+			batchesOf[r.commit] = append(batchesOf[r.commit], r.batch)
 		}
 	}
 	if len(commits) <= 1 {
