@@ -32,6 +32,12 @@ import (
 // the drain goes on where it stopped.
 var errStillDraining = errors.New("node still draining")
 
+// errNodeHeld ends a delivery whose instance is terminated and whose Node is deleted but still
+// there, held by another's finalizer: the NodeClaim (InstanceTerminating) is kept until the Node
+// is gone, as Karpenter keeps it, so the node is still seen as its claim's while it lingers and
+// budgets do not take it for gone. The intent is redelivered until the Node goes.
+var errNodeHeld = errors.New("node deleted but still held by another finalizer")
+
 // executor carries out TerminationIntents. Every step reads the API server afresh and is
 // idempotent; the NodeClaim's deletion is the point of no return, after which a voluntary
 // intent is no longer abandoned.
@@ -158,6 +164,14 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 		}
 		log.Info().Str("node", node.Name).Msg("deleted node")
 		e.event(ctx, nodesv1.NodeEventKind_NODE_EVENT_KIND_DELETED, in, node)
+		left, err := e.k.nodes.find(ctx, node.Name)
+		if err != nil {
+			return res, err
+		}
+		if left != nil && claim != nil {
+			return res, fmt.Errorf("node %s is deleted but held by finalizers %v: nodeclaim %s is kept until it is gone: %w",
+				node.Name, left.Finalizers, claim.Name, errNodeHeld)
+		}
 	}
 	if claim != nil {
 		if err := e.k.claims.release(ctx, claim.Name); err != nil {

@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -337,4 +339,59 @@ func TestExecutorNeverTerminatesManagedNodeGroupInstances(t *testing.T) {
 	require.NoError(t, err, "the node stays")
 	assert.False(t, hasDisruptedTaint(n), "the node is not tainted")
 	assert.False(t, n.Spec.Unschedulable)
+}
+
+// Issue 26, a spec of Karpenter's drift suite: a Node held by another's finalizer after the
+// terminator deleted it keeps its NodeClaim (InstanceTerminating) until it is gone, as
+// Karpenter's termination does; the claim went at once, and budgets then took the lingering
+// node for gone and disrupted one more node than they allowed.
+func TestClaimIsKeptUntilItsNodeIsGone(t *testing.T) {
+	e := newEnv(t, 121)
+	inst := e.launch(ec2types.DefaultTargetCapacityTypeOnDemand)
+	const hold = "example.com/hold"
+	node := e.node(inst, func(n *corev1.Node) { n.Finalizers = append(n.Finalizers, hold) })
+	nc := e.claim("held-a", inst, node.Name)
+	e.run()
+
+	in := &terminationv1.TerminationIntent{IntentId: string(nc.UID) + "/drifted", NodeClaimName: nc.Name, NodeName: node.Name,
+		InstanceId: inst.ID, ProviderId: providerID(inst), NodePoolName: "default", Reason: commonv1.TerminationReason_TERMINATION_REASON_DRIFTED,
+		RequestTime: timestamppb.New(epoch), Why: "test"}
+	e.deleteDecided(nc.Name, karpv1.DisruptionReasonDrifted)
+	require.NoError(t, e.conn.Publish(e.ctx, intentsSubject(), in, in.GetIntentId()))
+
+	require.Eventually(t, func() bool {
+		n, err := e.kube.CoreV1().Nodes().Get(e.ctx, node.Name, metav1.GetOptions{})
+		return err == nil && n.DeletionTimestamp != nil && !slices.Contains(n.Finalizers, karpv1.TerminationFinalizer)
+	}, wait, tick, "the node is deleted, only the other finalizer left on it")
+	assert.Contains(t, []string{"shutting-down", "terminated"}, e.instance(inst.ID).State, "the instance is ended")
+	terminations := func() int {
+		n := 0
+		for _, c := range e.emu.Calls() {
+			if c.Action == "TerminateInstances" {
+				n++
+			}
+		}
+		return n
+	}
+	claimOf := func() *karpv1.NodeClaim {
+		u, err := e.dyn.Resource(clusterstate.NodeClaims).Get(e.ctx, nc.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		require.NoError(t, err)
+		var c karpv1.NodeClaim
+		require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &c))
+		return &c
+	}
+	// Deliveries come again while the node is held (each ends the instance again, which EC2
+	// allows): the claim stays through them.
+	require.Eventually(t, func() bool { return terminations() >= 2 }, wait, tick, "the intent is delivered again while the node is held")
+	claim := claimOf()
+	require.NotNil(t, claim, "the claim is kept while its node is there")
+	assert.True(t, claim.IsTrue(karpv1.ConditionTypeInstanceTerminating), "and says its instance is terminating")
+
+	_, err := e.kube.CoreV1().Nodes().Patch(e.ctx, node.Name, types.JSONPatchType,
+		[]byte(`[{"op":"replace","path":"/metadata/finalizers","value":[]}]`), metav1.PatchOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return claimOf() == nil }, wait, tick, "the claim goes once its node has")
 }
