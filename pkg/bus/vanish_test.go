@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,6 +35,12 @@ func TestConsumeRecreatesADeletedConsumer(t *testing.T) {
 	// re-creation, which handlers allow).
 	require.NoError(t, c.Publish(ctx, subj, str("second"), "m-second"))
 	require.Eventually(t, acked(2), waitFor, tick)
+	// The floor read after the first batch may have come before the server counted that ack,
+	// and the second batch came within the second: a third batch a second later reads the floor
+	// again, after the server has counted the first two.
+	time.Sleep(1100 * time.Millisecond)
+	require.NoError(t, c.Publish(ctx, subj, str("third"), "m-third"))
+	require.Eventually(t, acked(3), waitFor, tick)
 
 	require.NoError(t, c.JetStream().DeleteConsumer(ctx, e.prefix.Stream(subject.StreamPods), "vanish"))
 	require.NoError(t, c.Publish(ctx, subj, str("after"), "m-after"))
