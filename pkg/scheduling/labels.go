@@ -73,4 +73,3 @@ func isWellKnown(key string) bool {
 	}
 	return isTypeLabel(key)
 }
-

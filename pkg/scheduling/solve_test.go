@@ -265,7 +265,7 @@ func TestConstraintKinds(t *testing.T) {
 		}},
 		{"unavailable offerings excluded", Input{NodePools: defaultPool, Pods: []Pod{pod("a")},
 			Unavailable: []OfferingKey{{"c6.2x", "z1", CapacityTypeOnDemand}, {"c6.2x", "z2", CapacityTypeOnDemand}, {"c6.2x", "z3", CapacityTypeOnDemand},
-			{"c6.2x", "z1", CapacityTypeSpot}, {"c6.2x", "z2", CapacityTypeSpot}, {"c6.2x", "z3", CapacityTypeSpot}}},
+				{"c6.2x", "z1", CapacityTypeSpot}, {"c6.2x", "z2", CapacityTypeSpot}, {"c6.2x", "z3", CapacityTypeSpot}}},
 			func(t *testing.T, plan Plan) {
 				for _, it := range plan.NodeClaims[0].InstanceTypes {
 					if it == "c6.2x" {
