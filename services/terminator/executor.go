@@ -145,15 +145,21 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 			return res, err
 		}
 	}
-	tctx, span := tracer.Start(ctx, "terminator.terminate-instance", trace.WithAttributes(attribute.String("fleetwright.instance_id", res.Instance)))
-	err = terminateInstance(tctx, e.ec2, e.cluster, res.Instance)
-	endSpan(span, err)
-	if err != nil {
-		return res, err
+	// A claim that records its instance's termination is one whose Node another's finalizer
+	// holds (errNodeHeld): EC2 was asked already, so a delivery every few seconds while it is
+	// held does not ask again.
+	asked := claim != nil && claim.IsTrue(karpv1.ConditionTypeInstanceTerminating)
+	if !asked {
+		tctx, span := tracer.Start(ctx, "terminator.terminate-instance", trace.WithAttributes(attribute.String("fleetwright.instance_id", res.Instance)))
+		err = terminateInstance(tctx, e.ec2, e.cluster, res.Instance)
+		endSpan(span, err)
+		if err != nil {
+			return res, err
+		}
+		faultpoint.Reach(faultpoint.TerminatorAfterTerminate)
+		log.Info().Str("instance", res.Instance).Msg("terminated instance")
 	}
-	faultpoint.Reach(faultpoint.TerminatorAfterTerminate)
-	log.Info().Str("instance", res.Instance).Msg("terminated instance")
-	if claim != nil && res.Instance != "" {
+	if !asked && claim != nil && res.Instance != "" {
 		if err := e.setConditions(ctx, claim.Name, condTrue(karpv1.ConditionTypeInstanceTerminating, "Terminating instance "+res.Instance)); err != nil {
 			log.Warn().Err(err).Msg("recording the instance's termination")
 		}
