@@ -14,6 +14,7 @@ package localcluster
 import (
 	"context"
 	"crypto/tls"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -309,8 +310,13 @@ func (c *Cluster) startControllers(ctx context.Context, saKey, saPub string, cmP
 			}
 		})
 	}
+	stages := filepath.Join(c.Dir, "kwok-stages.yaml")
+	if err := os.WriteFile(stages, kwokStages, 0o644); err != nil {
+		return fmt.Errorf("writing kwok's stages: %w", err)
+	}
 	kwok, err := proc.Start(Kwok, filepath.Join(c.BinDir, Kwok), []string{
 		"--kubeconfig", c.Kubeconfig,
+		"--config", stages,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake",
 		"--cidr", "10.0.0.1/24", "--node-ip", "10.0.0.1",
@@ -334,6 +340,11 @@ func (c *Cluster) startControllers(ctx context.Context, saKey, saPub string, cmP
 	}
 	return nil
 }
+
+// kwokStages are the stages kwok moves pods through: its own, and a pod that is never Ready.
+//
+//go:embed kwok-stages.yaml
+var kwokStages []byte
 
 // apiserverExited reports whether a kube-apiserver was started and has exited.
 func (c *Cluster) apiserverExited() bool {

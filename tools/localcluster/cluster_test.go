@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -222,4 +223,57 @@ func TestKwokNodeStaysReadyPastTheNodeMonitorGracePeriod(t *testing.T) {
 	last := renewed()
 	require.False(t, last.IsZero(), "kwok holds the node's Lease")
 	assert.True(t, last.After(first), "and renews it")
+}
+
+// A pod labelled kwok.x-k8s.io/stage: unhealthy runs but never becomes Ready, as one whose
+// readiness probe fails: Karpenter's suites make a PodDisruptionBudget unhealthy so. Other pods
+// still become Ready, and a Job's pod completes.
+func TestKwokKeepsAnUnhealthyPodNotReady(t *testing.T) {
+	t.Parallel()
+	_, client, ctx, ns := inNamespace(t, "stages-test")
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "kwok-stages-1", Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+		Status: corev1.NodeStatus{
+			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("10")},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("10")},
+		},
+	}
+	_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	pod := func(name string, labels map[string]string) {
+		_, err := client.CoreV1().Pods(ns.Name).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns.Name, Labels: labels},
+			Spec:       corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "pause", Image: "public.ecr.aws/eks-distro/kubernetes/pause:3.7"}}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	pod("healthy", nil)
+	pod("unhealthy", map[string]string{"kwok.x-k8s.io/stage": "unhealthy"})
+	state := func(name string) (phase corev1.PodPhase, ip string, ready bool) {
+		p, err := client.CoreV1().Pods(ns.Name).Get(ctx, name, metav1.GetOptions{})
+		require.NoError(t, err)
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady {
+				ready = cond.Status == corev1.ConditionTrue
+			}
+		}
+		return p.Status.Phase, p.Status.PodIP, ready
+	}
+	require.Eventually(t, func() bool {
+		_, _, ready := state("healthy")
+		phase, ip, _ := state("unhealthy")
+		return ready && phase == corev1.PodRunning && ip != ""
+	}, 60*time.Second, 250*time.Millisecond, "kwok starts both pods and makes the healthy one Ready")
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		_, _, ready := state("unhealthy")
+		require.False(t, ready, "the unhealthy pod never becomes Ready")
+	}
+
+	// Deleting a pod still ends it at once.
+	require.NoError(t, client.CoreV1().Pods(ns.Name).Delete(ctx, "unhealthy", metav1.DeleteOptions{}))
+	require.Eventually(t, func() bool {
+		_, err := client.CoreV1().Pods(ns.Name).Get(ctx, "unhealthy", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 30*time.Second, 250*time.Millisecond, "kwok removes a deleted pod")
 }
