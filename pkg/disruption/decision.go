@@ -35,7 +35,7 @@ const (
 	StepLaunched    StepName = "Launched"    // replacements created and their launches asked for
 	StepInitialized StepName = "Initialized" // every replacement initialized
 	StepDeleted     StepName = "Deleted"     // the claims deleted: the terminator drains and terminates
-	StepAbandoned   StepName = "Abandoned"   // given up: untainted, replacements deleted, record removed
+	StepAbandoned   StepName = "Abandoned"   // given up: untainted, unregistered replacements deleted, record removed
 )
 
 // Step is one step of a decision, when it happened and, for some, what it found.
@@ -132,7 +132,7 @@ const (
 	MoveLaunch                  // create the missing replacements and ask for their launch
 	MoveWait                    // replacements not initialized yet
 	MoveDelete                  // delete the claims not deleting yet
-	MoveAbandon                 // give up (why): untaint, delete replacements, remove the record
+	MoveAbandon                 // give up (why): untaint, delete unregistered replacements, remove the record
 	MoveDone                    // every claim is being deleted: the terminator has them
 )
 

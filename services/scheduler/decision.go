@@ -33,8 +33,8 @@ import (
 // launch intents → wait until every replacement is Initialized → delete the old claims, which
 // hands them to the terminator (drain within terminationGracePeriod counted from that deletion,
 // terminate). A replacement that fails, goes away or is not initialized within
-// --replacement-timeout abandons the decision: nodes untainted, replacements deleted, record
-// removed. What comes next is disruption.Decision.Next's answer, never decided here.
+// --replacement-timeout abandons the decision: nodes untainted, replacements without a node
+// deleted (registered ones kept as capacity), record removed. What comes next is disruption.Decision.Next's answer, never decided here.
 
 // replacementName names a decision's i-th replacement after the claims it replaces, so a
 // decision carried on by a new leader creates each replacement once.
@@ -361,8 +361,9 @@ func (s *scheduler) deleteClaims(ctx context.Context, st *disruptionState, d dis
 }
 
 // abandon gives a decision up: its nodes untainted (first: a leader dying here leaves the record,
-// and the next abandons again), its replacements deleted, the record and the DisruptionReason
-// condition removed, so nothing is left tainted or counted against a budget.
+// and the next abandons again), its replacements that have no node yet deleted (those whose node
+// registered are kept, as Karpenter keeps them), the record and the DisruptionReason condition
+// removed, so nothing is left tainted or counted against a budget.
 func (s *scheduler) abandon(ctx context.Context, st *disruptionState, d disruption.Decision, why string) error {
 	var errs []error
 	for _, name := range d.Claims {
@@ -371,6 +372,14 @@ func (s *scheduler) abandon(ctx context.Context, st *disruptionState, d disrupti
 		}
 	}
 	for _, name := range d.Replacements {
+		if rep, ok := st.claims[name]; ok && rep.Status.NodeName != "" && rep.DeletionTimestamp == nil {
+			// Registered: a node of the cluster now, kept as Karpenter keeps it, as capacity like
+			// any other (no longer a replacement: emptiness and consolidation judge it).
+			if err := s.annotateClaim(ctx, name, replacesAnnotation, ""); err != nil {
+				errs = append(errs, fmt.Errorf("keeping replacement %s: %w", name, err))
+			}
+			continue
+		}
 		wctx, done, err := s.fence(ctx, "nodeclaim_delete")
 		if err != nil {
 			return err

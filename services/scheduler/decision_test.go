@@ -123,3 +123,44 @@ func TestFailedReplacementAbandonsTheDecision(t *testing.T) {
 		assert.NotEqual(t, terminationv1.DisruptionDecisionKind_DISRUPTION_DECISION_KIND_TERMINATING, d.Kind, "nothing was terminated: %v", d)
 	}
 }
+
+// A replacement whose node registered but is not initialized within --replacement-timeout
+// abandons the decision, and is kept, as Karpenter keeps it (its "Drift Failure … registers but
+// never initialized" spec counts it): it is a node of the cluster, ordinary capacity from then on,
+// so it no longer names the claim it replaced. The old claim is untainted and keeps its node.
+func TestAbandonKeepsARegisteredReplacement(t *testing.T) {
+	e := newEnv(t, "abandon-kept")
+	decidedAt := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	rec := disruption.Decision{Reason: karpv1.DisruptionReasonDrifted, Action: disruption.ActionReplace, Replacements: []string{"default-rep"},
+		DecidedAt: decidedAt, Why: "test", Claims: []string{"default-old"}}.With(disruption.StepLaunched, decidedAt, "").Value()
+	e.createClaim("default-old", true)
+	e.annotate("default-old", disruption.DecisionAnnotation, rec)
+	e.createClaim("default-rep", true)
+	e.annotate("default-rep", replacesAnnotation, "default-old")
+	e.updateClaimStatus("default-rep", func(nc *karpv1.NodeClaim) {
+		nc.Status.NodeName = "ip-10-0-0-9.ec2.internal"
+		nc.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeRegistered, Status: metav1.ConditionTrue, Reason: "Registered", LastTransitionTime: metav1.Now()})
+	})
+	e.start("abandon-kept-1", "--disruption-interval", "200ms", "--replacement-timeout", "1m")
+
+	api := e.dyn.Resource(clusterstate.NodeClaims)
+	require.Eventually(t, func() bool {
+		evs, err := e.kube.CoreV1().Events("").List(e.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=default-old,reason=DisruptionAbandoned"})
+		require.NoError(t, err)
+		for _, ev := range evs.Items {
+			if strings.Contains(ev.Message, "not initialized within 1m0s") {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 100*time.Millisecond, "the decision is abandoned")
+	require.Eventually(t, func() bool {
+		u, err := api.Get(e.ctx, "default-old", metav1.GetOptions{})
+		require.NoError(t, err)
+		return u.GetAnnotations()[disruption.DecisionAnnotation] == ""
+	}, time.Minute, 100*time.Millisecond, "the old claim no longer carries the decision")
+	rep, err := api.Get(e.ctx, "default-rep", metav1.GetOptions{})
+	require.NoError(t, err, "the registered replacement is kept")
+	assert.Nil(t, rep.GetDeletionTimestamp(), "and not deleted")
+	assert.NotContains(t, rep.GetAnnotations(), replacesAnnotation, "it replaces nothing now")
+}
