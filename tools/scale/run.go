@@ -138,6 +138,7 @@ func Run(ctx context.Context, tg Target, opts Options) (*Report, error) {
 	w.stop()
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
+		r.Problems = append(r.Problems, stuckPods(ctx, tg, opts.Namespace)...)
 	}
 	afterMetrics := scrapeAll(ctx, tg.Admin)
 	afterNATS, err := natsTotals(ctx, tg.NATSURL)
@@ -360,6 +361,49 @@ func countSince(ctx context.Context, c client.Client, start time.Time) (claims, 
 		}
 	}
 	return claims, ready, nominated
+}
+
+// stuckPods describes each of the run's pods that is not Running, for a run that timed out: its
+// shape, the claim it is nominated to and that claim's node, and the events the pod got, so a
+// failure says which side (kube-scheduler or the planner) disagreed and why.
+func stuckPods(ctx context.Context, tg Target, namespace string) []string {
+	claimOf := map[string]string{}
+	var cl karpv1.NodeClaimList
+	if err := tg.Client.List(ctx, &cl); err != nil {
+		return []string{fmt.Sprintf("listing nodeclaims: %v", err)}
+	}
+	for _, c := range cl.Items {
+		for _, uid := range podproj.NominatedUIDs(c.Annotations) {
+			claimOf[uid] += fmt.Sprintf(" %s (node %q, deleting %t)", c.Name, c.Status.NodeName, c.DeletionTimestamp != nil)
+		}
+	}
+	pods, err := tg.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return []string{fmt.Sprintf("listing pods: %v", err)}
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning {
+			continue
+		}
+		line := fmt.Sprintf("pod %s (%s) not Running: node %q, nominated to%s", p.Name, p.Labels[ShapeLabel], p.Spec.NodeName, or(claimOf[string(p.UID)], " no claim"))
+		evs, err := tg.Kube.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
+		if err == nil {
+			sort.Slice(evs.Items, func(i, j int) bool { return evs.Items[i].LastTimestamp.Before(&evs.Items[j].LastTimestamp) })
+			for _, e := range evs.Items {
+				line += fmt.Sprintf("\n    %s %s x%d: %s", e.LastTimestamp.Format(time.TimeOnly), e.Reason, max(e.Count, 1), e.Message)
+			}
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // podWatch counts the run's pods by state from an informer (listing thousands of pods every
