@@ -18,6 +18,10 @@ type Pod struct {
 	// Mirror marks a static pod's mirror (the kubelet's, owned by the Node): it is not moved
 	// when its node goes, and neither are DaemonSet pods.
 	Mirror bool
+	// Nominated marks a pod on a node's Pods that kube-scheduler has not placed: pending, its
+	// room held by a nomination. It takes room as a placed pod does, but does not anchor required
+	// pod affinity while the group has placed pods: kube-scheduler looks only at those.
+	Nominated bool
 
 	// Requests is the pod's effective request: the larger of the sum of its containers and
 	// its biggest init container, plus pod overhead. One "pods" slot is always added.

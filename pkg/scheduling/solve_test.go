@@ -240,6 +240,28 @@ func TestConstraintKinds(t *testing.T) {
 				t.Fatalf("zones %v", z)
 			}
 		}},
+		// The group's placed pod is in z3, on a full node; a pod of it nominated (not placed) to
+		// a roomy node in z1 does not make z1 a home for the group: kube-scheduler looks only at
+		// placed pods, and would never bind the new pod there (a scale run's pods stayed pending
+		// for good, nominated round after round to nodes of the wrong zone).
+		{"zone affinity anchored by placed pods, not nominated ones", Input{NodePools: defaultPool, Nodes: []Node{
+			{Name: "full", NodePool: "default", Labels: map[string]string{LabelZone: "z3", LabelArch: "amd64"},
+				Allocatable: ResourceList{ResourceCPU: 1000, ResourceMemory: 2 * GiB, ResourcePods: 10}, Pods: []Pod{pod("db-0", labelled("app", "db"))}},
+			{Name: "roomy", NodePool: "default", Labels: map[string]string{LabelZone: "z1", LabelArch: "amd64"},
+				Allocatable: ResourceList{ResourceCPU: 8000, ResourceMemory: 16 * GiB, ResourcePods: 10}, Pods: []Pod{pod("db-1", labelled("app", "db"), func(p *Pod) {
+					p.Nominated = true
+					p.PodAffinity.Required = []PodAffinityTerm{{TopologyKey: LabelZone, LabelSelector: &LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}
+				})}}},
+			Pods: []Pod{pod("db-2", labelled("app", "db"), func(p *Pod) {
+				p.PodAffinity.Required = []PodAffinityTerm{{TopologyKey: LabelZone, LabelSelector: &LabelSelector{MatchLabels: map[string]string{"app": "db"}}}}
+			})}}, func(t *testing.T, plan Plan) {
+			if len(plan.Placements) != 0 {
+				t.Fatalf("placed on an existing node: %v", plan.Placements)
+			}
+			if c := claimOf(plan, "db-2"); c == nil || len(c.Zones) != 1 || c.Zones[0] != "z3" {
+				t.Fatalf("want a new claim in z3, got %+v", c)
+			}
+		}},
 		{"existing pod's anti-affinity keeps others out", Input{NodePools: defaultPool, Nodes: []Node{{Name: "n1", Labels: map[string]string{LabelZone: "z1", LabelArch: "amd64"},
 			Allocatable: ResourceList{ResourceCPU: 8000, ResourceMemory: 16 * GiB, ResourcePods: 10}, Pods: []Pod{pod("loner", func(p *Pod) {
 				p.PodAntiAffinity.Required = []PodAffinityTerm{{TopologyKey: LabelHostname, LabelSelector: &LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}

@@ -154,7 +154,12 @@ func (s *solver) newTopology(specs []termSpec) (*topology, error) {
 		tp.byKey[k] = g
 		tp.groups = append(tp.groups, g)
 	}
-	// Count pods already running or nominated.
+	// Count pods already running or nominated. Required pod affinity is anchored by the placed
+	// pods alone once the group has any: kube-scheduler admits a pod only where a placed pod of
+	// the group is, so domains held only by nominations (an earlier plan kube-scheduler did not
+	// follow) would attract pods it never binds. A group with no placed pod follows its
+	// nominations, to stay together.
+	placed := make([][]int32, len(tp.groups))
 	for _, n := range s.nodes {
 		for j := range n.node.Pods {
 			p := &n.node.Pods[j]
@@ -166,11 +171,23 @@ func (s *solver) newTopology(specs []termSpec) (*topology, error) {
 				if g.selects(p) {
 					g.counts = bump(g.counts, d)
 					g.total++
+					if !p.Nominated {
+						placed[g.id] = bump(placed[g.id], d)
+					}
 				}
 				if g.kind == kAnti && ownsAnti(p, g) {
 					g.owners = bump(g.owners, d)
 				}
 			}
+		}
+	}
+	for _, g := range tp.groups {
+		if g.kind != kAffinity || len(placed[g.id]) == 0 {
+			continue
+		}
+		g.counts, g.total = placed[g.id], 0
+		for _, c := range g.counts {
+			g.total += c
 		}
 	}
 	return tp, nil

@@ -156,7 +156,7 @@ func (s *scheduler) existingNode(n *corev1.Node, claim *claimState) scheduling.N
 	// while the nomination does: a later batch is not planned onto room promised to them.
 	if claim != nil {
 		for _, p := range s.liveNominations(claim.Name) {
-			out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.Volumes)))
+			out.Pods = append(out.Pods, nominatedPod(p, s.cluster.Volumes))
 		}
 	}
 	return out
@@ -181,7 +181,7 @@ func (s *scheduler) inFlightNode(c *claimState, v view) scheduling.Node {
 		out.Taints = append(out.Taints, scheduling.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})
 	}
 	for _, p := range s.liveNominations(c.Name) {
-		out.Pods = append(out.Pods, corePod(podproj.Project(p, s.cluster.Volumes)))
+		out.Pods = append(out.Pods, nominatedPod(p, s.cluster.Volumes))
 	}
 	out.Allocatable, out.Capacity = podproj.CoreResources(c.Allocatable), podproj.CoreResources(c.Capacity)
 	if len(c.Allocatable) == 0 {

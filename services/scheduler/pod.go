@@ -1,6 +1,9 @@
 package main
 
 import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
@@ -95,5 +98,13 @@ func labelSelector(s *commonv1.LabelSelector) *scheduling.LabelSelector {
 		out.MatchExpressions = append(out.MatchExpressions,
 			scheduling.Requirement{Key: e.GetKey(), Operator: scheduling.Operator(e.GetOperator()), Values: e.GetValues()})
 	}
+	return out
+}
+
+// nominatedPod is a pending pod whose nomination holds room on a node or claim: it takes that
+// room, but kube-scheduler has not placed it (scheduling.Pod.Nominated).
+func nominatedPod(p *corev1.Pod, volumes podproj.Listers) scheduling.Pod {
+	out := corePod(podproj.Project(p, volumes))
+	out.Nominated = true
 	return out
 }
