@@ -227,7 +227,8 @@ func TestKwokNodeStaysReadyPastTheNodeMonitorGracePeriod(t *testing.T) {
 
 // A pod labelled kwok.x-k8s.io/stage: unhealthy runs but never becomes Ready, as one whose
 // readiness probe fails: Karpenter's suites make a PodDisruptionBudget unhealthy so. Other pods
-// still become Ready, and a Job's pod completes.
+// still become Ready; a deleted pod goes at once unless it has a preStop hook, which holds it
+// Terminating through its grace period.
 func TestKwokKeepsAnUnhealthyPodNotReady(t *testing.T) {
 	t.Parallel()
 	_, client, ctx, ns := inNamespace(t, "stages-test")
@@ -270,10 +271,34 @@ func TestKwokKeepsAnUnhealthyPodNotReady(t *testing.T) {
 		require.False(t, ready, "the unhealthy pod never becomes Ready")
 	}
 
-	// Deleting a pod still ends it at once.
-	require.NoError(t, client.CoreV1().Pods(ns.Name).Delete(ctx, "unhealthy", metav1.DeleteOptions{}))
+	// Deleting a pod ends it at once, whatever its grace period.
+	require.NoError(t, client.CoreV1().Pods(ns.Name).Delete(ctx, "unhealthy", metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(120))}))
 	require.Eventually(t, func() bool {
 		_, err := client.CoreV1().Pods(ns.Name).Get(ctx, "unhealthy", metav1.GetOptions{})
 		return apierrors.IsNotFound(err)
 	}, 30*time.Second, 250*time.Millisecond, "kwok removes a deleted pod")
+
+	// One with a preStop hook stays Terminating until its grace period ends, as with a kubelet
+	// whose hook outlasts it.
+	_, err = client.CoreV1().Pods(ns.Name).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "prestop", Namespace: ns.Name},
+		Spec: corev1.PodSpec{NodeName: node.Name, TerminationGracePeriodSeconds: ptr.To(int64(8)), Containers: []corev1.Container{{
+			Name: "pause", Image: "public.ecr.aws/eks-distro/kubernetes/pause:3.7",
+			Lifecycle: &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"sleep", "300"}}}}}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { phase, _, _ := state("prestop"); return phase == corev1.PodRunning },
+		60*time.Second, 250*time.Millisecond, "kwok starts the pod")
+	deleted := time.Now()
+	require.NoError(t, client.CoreV1().Pods(ns.Name).Delete(ctx, "prestop", metav1.DeleteOptions{}))
+	for time.Since(deleted) < 5*time.Second {
+		p, err := client.CoreV1().Pods(ns.Name).Get(ctx, "prestop", metav1.GetOptions{})
+		require.NoError(t, err, "the pod is still there within its grace period")
+		require.NotNil(t, p.DeletionTimestamp, "and Terminating")
+		time.Sleep(500 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool {
+		_, err := client.CoreV1().Pods(ns.Name).Get(ctx, "prestop", metav1.GetOptions{})
+		return apierrors.IsNotFound(err)
+	}, 30*time.Second, 250*time.Millisecond, "kwok removes it once its grace period is over")
 }
