@@ -338,3 +338,23 @@ func podName(pods []scheduling.Pod, uid string) string {
 	}
 	return uid
 }
+
+// uninitializedDestination names a node among the placements that is not initialized yet — a
+// claim in flight, or a registered node whose claim is not Initialized — if any. A disruption
+// does not move pods there, as Karpenter's does not ("would schedule against an uninitialized
+// node"): that capacity may never come (a startup taint never lifted, a node that never gets
+// Ready), and the pods would be evicted into nothing. The disruption waits instead.
+func uninitializedDestination(st *disruptionState, placements []scheduling.Placement) (string, bool) {
+	for _, p := range placements {
+		if nc, ok := st.byNode[p.Node]; ok {
+			if !nc.IsTrue(karpv1.ConditionTypeInitialized) {
+				return "node " + p.Node + " (nodeclaim/" + nc.Name + ")", true
+			}
+			continue
+		}
+		if nc, ok := st.claims[p.Node]; ok && nc.Status.NodeName == "" {
+			return "nodeclaim/" + nc.Name + " (in flight)", true
+		}
+	}
+	return "", false
+}

@@ -162,6 +162,9 @@ func (s *scheduler) driftOne(st *disruptionState, c disruption.Candidate) (comma
 		u := plan.Unschedulable[0]
 		return command{}, fmt.Sprintf("pods would not schedule elsewhere: %s: %s", podName(pods, u.PodUID), u.Reason), nil
 	}
+	if dest, ok := uninitializedDestination(st, plan.Placements); ok {
+		return command{}, fmt.Sprintf("its pods would move to %s, not initialized yet", dest), nil
+	}
 	why := "drifted"
 	if cond := c.Claim.Condition(karpv1.ConditionTypeDrifted); cond != nil {
 		why = fmt.Sprintf("drifted (%s): %s", cond.Reason, cond.Message)
@@ -204,6 +207,10 @@ func (s *scheduler) consolidation(ctx context.Context, st *disruptionState) (com
 	rejected = append(rejected, res.Rejected...)
 	s.reportUnconsolidatable(ctx, st, rejected, causes, res.Command)
 	if res.Command == nil {
+		return command{}, false, nil
+	}
+	if dest, ok := uninitializedDestination(st, res.Command.Placements); ok {
+		s.rt.Log.Debug().Ctx(ctx).Strs("nodes", res.Command.Nodes).Str("destination", dest).Msg("consolidation waits: its pods would move to a node not initialized yet")
 		return command{}, false, nil
 	}
 	return s.consolidationCommand(st, res.Command), true, nil

@@ -334,6 +334,57 @@ func TestAbandonedDecisionIsNeverCarriedOut(t *testing.T) {
 	assert.Equal(t, pods, podNodes(t, s, "default", "app=web"), "the pod was never evicted")
 }
 
+// A drift whose replacement registers but never initializes (a startup taint nothing lifts) is
+// abandoned, and the replacement is kept, as Karpenter keeps it; no later pass then moves the old
+// node's pod onto that node, which may never be ready for it: the old claim stays, its pod where
+// it was, and an event on it says why (Karpenter's "Drift Failure … registers but never
+// initialized"; before, the replacement was deleted, and a kept one drew the old node's pods).
+func TestDriftNeverMovesPodsOntoAnUninitializedNode(t *testing.T) {
+	t.Parallel()
+	opt := e2e.Options{ServiceArgs: map[string][]string{"scheduler": {"--replacement-timeout", "75s"}}}
+	s := safetyStack(t, `{"disruption":{"consolidateAfter":"Never"}}`, opt)
+	workload(t, s, "default", "web", 1, "500m", 0, "", "")
+	podsRunning(t, s, "app=web", 1, 3*time.Minute)
+	old := onlyClaim(t, s)
+	pods := podNodes(t, s, "default", "app=web")
+
+	s.Kubectl("patch", "nodepool", "default", "--type", "merge", "-p",
+		`{"spec":{"template":{"spec":{"startupTaints":[{"key":"example.com/never","effect":"PreferNoSchedule"}]}}}}`)
+	decidedOn(t, s, old.Name, 2*time.Minute)
+	events := func(reason, text string) bool {
+		evs, err := s.Kube.CoreV1().Events("").List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + old.Name + ",reason=" + reason})
+		require.NoError(t, err)
+		for _, e := range evs.Items {
+			if strings.Contains(e.Message, text) {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, func() bool { return events("DisruptionAbandoned", "not initialized within 1m15s") },
+		3*time.Minute, time.Second, "the decision is abandoned: its replacement never initializes")
+	var kept []string
+	for _, c := range s.NodeClaims(t) {
+		if c.Name != old.Name {
+			require.NotEmpty(t, c.Status.NodeName, "the abandoned replacement had registered")
+			require.Nil(t, c.DeletionTimestamp, "the registered replacement is kept")
+			kept = append(kept, c.Name)
+		}
+	}
+	require.Len(t, kept, 1, "one replacement, kept")
+
+	require.Eventually(t, func() bool { return events("DisruptionBlocked", "not initialized yet") },
+		time.Minute, time.Second, "the next pass says why the old node is not disrupted")
+	for range 30 {
+		for _, c := range s.NodeClaims(t) {
+			require.False(t, c.Name == old.Name && c.DeletionTimestamp != nil, "nodeclaim %s deleted: its pod would move to a node never initialized", old.Name)
+		}
+		time.Sleep(time.Second)
+	}
+	assert.Equal(t, pods, podNodes(t, s, "default", "app=web"), "the pod was never moved")
+}
+
 // A node whose drain is stuck behind a PodDisruptionBudget holds no other pool's consolidation
 // back. Pool "held" has a node whose pod is covered by a budget with an empty selector ({}: every
 // pod of its namespace) allowing no disruption: it is not consolidated (before, the empty
