@@ -89,8 +89,6 @@ var skips = []skip{
 		reason: "static capacity (NodePool spec.replicas); the field is refused at admission"},
 	{pattern: regexp.MustCompile(`^Integration Validation Repair Policy `), kind: missingFeature,
 		reason: "node repair (Karpenter's NodeRepair: replacing nodes whose conditions stay unhealthy)"},
-	{pattern: regexp.MustCompile(`^Termination (TerminationGracePeriod should delete pod that has a pre-stop hook after termination grace period seconds|should drain pods on a node in order)$`), kind: localLimit,
-		reason: "graceful pod termination: kwok runs no containers and deletes a terminating pod at once, so no pod is ever seen Terminating through its preStop hook and grace period, which these specs wait for (the drain order itself: services/terminator TestDrainEvictsCriticalPodsLast)"},
 	{pattern: regexp.MustCompile(`^Drift should update the nodepool-hash annotation on the nodepool and nodeclaim when the nodepool's nodepool-hash-version annotation does not match the controller hash version$`), kind: missingFeature,
 		reason: "Karpenter's own karpenter.sh/nodepool-hash values (hashstructure over Karpenter's Go types, version v3): Fleetwright's hash is its own (version fw1); a claim stamped with another version is re-stamped, not drifted, as this spec checks, but the spec compares the value with Karpenter's"},
 	// The provider's scheduling suite.
