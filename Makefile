@@ -80,7 +80,10 @@ lint: tidy-check devtools ## go vet, staticcheck, buf lint and breaking-change c
 tidy: ## go mod tidy in every module
 	@for m in $(MODULES); do (cd $$m && GOWORK=off go mod tidy); done
 
-tidy-check: ## fail if a module is not tidy, or a service does not build on its own (without go.work)
+tidy-check: ## fail if a module is not tidy, a Go file is not gofmt-formatted, or a service does not build on its own (without go.work)
+	@unformatted=$$(git ls-files -z '*.go' | xargs -0 gofmt -l); \
+	if [ -n "$$unformatted" ]; then echo "not gofmt-formatted (run gofmt -w on them):"; echo "$$unformatted"; exit 1; fi; \
+	echo "every Go file is gofmt-formatted"
 	@for m in $(MODULES); do \
 	  if ! (cd $$m && GOWORK=off go mod tidy -diff); then echo "$$m: go.mod/go.sum not tidy: run 'make tidy' and commit the result"; exit 1; fi; \
 	done; echo "every module is tidy"
