@@ -59,5 +59,6 @@ func unsupportedSettingsError() error {
 	if len(set) == 0 {
 		return nil
 	}
+	//lint:ignore ST1005 the sentence starts with a name
 	return fmt.Errorf("Karpenter setting(s) Fleetwright does not support are set: %s; unset them (docs/settings.md says what Fleetwright does instead)", strings.Join(set, ", "))
 }

@@ -229,12 +229,6 @@ func parsePercent(v string) (float64, error) {
 
 func formatPercent(f float64) string { return strconv.FormatFloat(f*100, 'f', -1, 64) + "%" }
 
-// replacing reports a replacement claim whose replaced claims are still there: it waits for
-// their pods and is not itself a candidate.
-func (s *scheduler) replacing(nc *karpv1.NodeClaim, st *disruptionState) bool {
-	return disruption.Replacing(nc, func(name string) bool { _, ok := st.claims[name]; return ok })
-}
-
 // offeringPrice is what the node's offering costs per hour.
 func offeringPrice(v view, typ, capacityType, zone string) (float64, bool) {
 	t, ok := v.byName[typ]

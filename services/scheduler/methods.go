@@ -237,7 +237,7 @@ func (s *scheduler) consolidate(ctx context.Context, st *disruptionState, cands 
 	if len(cands) == 0 {
 		return scheduling.ConsolidationResult{}, nil
 	}
-	ctx, span := tracer.Start(ctx, "scheduler.consolidate")
+	_, span := tracer.Start(ctx, "scheduler.consolidate")
 	defer span.End()
 	res, err := scheduling.Consolidate(in)
 	if err != nil {

@@ -131,11 +131,6 @@ func (k *kube) candidates() []candidate {
 	return out
 }
 
-// active reports a pod that is neither finished nor on its way out.
-func active(p *corev1.Pod) bool {
-	return p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
-}
-
 func hasDisruptedTaint(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == karpv1.DisruptedTaintKey {

@@ -320,16 +320,6 @@ func (e *executor) taint(ctx context.Context, node *corev1.Node, in *termination
 	return nil
 }
 
-func withoutDisrupted(ts []corev1.Taint) []corev1.Taint {
-	var out []corev1.Taint
-	for _, t := range ts {
-		if t.Key != karpv1.DisruptedTaintKey {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 func (e *executor) patchNode(ctx context.Context, name string, mutate func(*corev1.Node)) error {
 	_, err := e.k.nodes.modify(ctx, name, func(n *corev1.Node) bool { mutate(n); return true })
 	if err != nil && !apierrors.IsNotFound(err) {

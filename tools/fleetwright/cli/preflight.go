@@ -132,6 +132,8 @@ func runPreflight(ctx context.Context, kube client.Client) (preflightReport, err
 }
 
 // errNotReady is preflight's failure: the report says why.
+//
+//lint:ignore ST1005 the sentence starts with a name
 var errNotReady = errors.New("Fleetwright's CRDs cannot be applied to this cluster yet (see above)")
 
 func preflightCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
