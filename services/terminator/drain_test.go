@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -23,11 +24,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/telemetry"
 	"github.com/fleetwright/fleetwright/tools/e2e"
 )
@@ -300,9 +303,9 @@ func TestDrainCompletesAnEvictionItsBudgetGranted(t *testing.T) {
 }
 
 // A drain evicts critical pods (priority classes system-cluster-critical and
-// system-node-critical) only once every other pod is gone, and leaves DaemonSet pods, as
-// Karpenter's does: here a budget holds the other pod, and the critical one is not evicted
-// until it lets go.
+// system-node-critical) only once every other pod is gone, and leaves a DaemonSet pod that
+// tolerates every taint, as Karpenter's does: here a budget holds the other pod, and the
+// critical one is not evicted until it lets go.
 func TestDrainEvictsCriticalPodsLast(t *testing.T) {
 	e := newEnv(t, 207)
 	node := e.ns + "-node"
@@ -341,31 +344,50 @@ func TestDrainEvictsCriticalPodsLast(t *testing.T) {
 	assert.True(t, done)
 	assert.Equal(t, []string{e.ns + "/app," + e.ns + "/dns", e.ns + "/dns", ""}, order, "the other pod went first, then the critical one")
 	assert.Nil(t, get("dns"))
-	if ds := get(ds.Name); assert.NotNil(t, ds, "the DaemonSet pod is left") {
+	if ds := get(ds.Name); assert.NotNil(t, ds, "the DaemonSet pod tolerating karpenter.sh/disrupted is left") {
 		assert.Nil(t, ds.DeletionTimestamp)
 	}
 }
 
 // daemonSetPod registers a Node named node that kwok plays the kubelet of, runs a DaemonSet
-// on it with the volumes, and returns the DaemonSet's pod there once the controller made it.
+// tolerating every taint on it with the volumes, and returns the DaemonSet's pod there once the
+// controller made it.
 func (e *env) daemonSetPod(node string, volumes ...corev1.Volume) *corev1.Pod {
 	e.t.Helper()
-	labels := map[string]string{"fleetwright.io/test": e.ns}
-	n, err := e.kube.CoreV1().Nodes().Create(e.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: labels,
-		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}}, metav1.CreateOptions{})
+	e.kwokNode(node)
+	return e.daemonSet(node, "agent", func(s *corev1.PodSpec) {
+		s.Volumes, s.Tolerations = volumes, []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	})
+}
+
+// kwokNode registers a Node named node that kwok plays the kubelet of, labelled for the test's
+// DaemonSets.
+func (e *env) kwokNode(node string) {
+	e.t.Helper()
+	n, err := e.kube.CoreV1().Nodes().Create(e.ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
+		Labels: map[string]string{"fleetwright.io/test": e.ns}, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}}, metav1.CreateOptions{})
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { e.remove(e.dyn.Resource(corev1.SchemeGroupVersion.WithResource("nodes")), n.Name) })
-	_, err = e.kube.AppsV1().DaemonSets(e.ns).Create(e.ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: "agent"},
+}
+
+// daemonSet runs a DaemonSet named name (mutate edits its pod spec) on the test's kwok node and
+// returns its pod there once the controller made it.
+func (e *env) daemonSet(node, name string, mutate func(*corev1.PodSpec)) *corev1.Pod {
+	e.t.Helper()
+	labels := map[string]string{"fleetwright.io/test": e.ns, "fleetwright.io/daemonset": name}
+	spec := corev1.PodSpec{NodeSelector: map[string]string{"fleetwright.io/test": e.ns}, TerminationGracePeriodSeconds: ptr.To[int64](0),
+		Containers: []corev1.Container{{Name: "c", Image: "pause"}}}
+	if mutate != nil {
+		mutate(&spec)
+	}
+	_, err := e.kube.AppsV1().DaemonSets(e.ns).Create(e.ctx, &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{NodeSelector: labels, Volumes: volumes, TerminationGracePeriodSeconds: ptr.To[int64](0),
-					Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-					Containers:  []corev1.Container{{Name: "c", Image: "pause"}}}}}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}}},
 		metav1.CreateOptions{})
 	require.NoError(e.t, err)
 	var ds *corev1.Pod
 	require.Eventually(e.t, func() bool {
-		pods, err := e.kube.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "fleetwright.io/test=" + e.ns})
+		pods, err := e.kube.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{LabelSelector: "fleetwright.io/daemonset=" + name})
 		require.NoError(e.t, err)
 		for i := range pods.Items {
 			if pods.Items[i].Spec.NodeName == node {
@@ -373,8 +395,56 @@ func (e *env) daemonSetPod(node string, volumes ...corev1.Volume) *corev1.Pod {
 			}
 		}
 		return ds != nil
-	}, time.Minute, 100*time.Millisecond, "the DaemonSet runs a pod on %s", node)
+	}, time.Minute, 100*time.Millisecond, "DaemonSet %s runs a pod on %s", name, node)
 	return ds
+}
+
+// A drain evicts in Karpenter v1's four groups, each once every pod of the groups before it is
+// gone: other pods, DaemonSet pods, critical pods, critical DaemonSet pods; a DaemonSet pod that
+// tolerates every taint (karpenter.sh/disrupted too) is neither evicted nor waited for.
+// Karpenter's "Termination should drain pods on a node in order" waited forever for the
+// DaemonSet pod: the drain left every DaemonSet pod.
+func TestDrainEvictsInKarpentersFourGroups(t *testing.T) {
+	e := newEnv(t, 209)
+	node := e.ns + "-node"
+	e.kwokNode(node)
+	everywhere := e.daemonSet(node, "everywhere", func(s *corev1.PodSpec) { s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}} })
+	agent := e.daemonSet(node, "agent", nil)
+	proxy := e.daemonSet(node, "proxy", func(s *corev1.PodSpec) { s.PriorityClassName = "system-node-critical" })
+	e.runningPod("app", node, "app")
+	e.runningPod("dns", node, "dns", func(p *corev1.Pod) { p.Spec.PriorityClassName = "system-cluster-critical" })
+	// As the executor does before a drain: the DaemonSet controller puts no pod back.
+	_, err := e.kube.CoreV1().Nodes().Patch(e.ctx, node, types.StrategicMergePatchType,
+		[]byte(`{"spec":{"taints":[{"key":"`+karpv1.DisruptedTaintKey+`","effect":"NoSchedule"}]}}`), metav1.PatchOptions{})
+	require.NoError(t, err)
+
+	d := e.drainer()
+	var st drainStats
+	var order []string
+	done, err := d.drain(e.ctx, node, drainPolicy{}, time.Now().Add(time.Minute), &st, d.log, func(r drainRound) {
+		pods := slices.Sorted(slices.Values(r.Pods))
+		if len(order) == 0 || order[len(order)-1] != strings.Join(pods, ",") {
+			order = append(order, strings.Join(pods, ","))
+		}
+	})
+	require.NoError(t, err)
+	assert.True(t, done)
+	name := func(names ...string) string {
+		for i := range names {
+			names[i] = e.ns + "/" + names[i]
+		}
+		return strings.Join(slices.Sorted(slices.Values(names)), ",")
+	}
+	assert.Equal(t, []string{
+		name("app", agent.Name, "dns", proxy.Name),
+		name(agent.Name, "dns", proxy.Name),
+		name("dns", proxy.Name),
+		name(proxy.Name),
+		"",
+	}, order, "other pods, then DaemonSet pods, then critical pods, then critical DaemonSet pods")
+	p, err := e.kube.CoreV1().Pods(e.ns).Get(e.ctx, everywhere.Name, metav1.GetOptions{})
+	require.NoError(t, err, "the DaemonSet pod that tolerates every taint is left")
+	assert.Nil(t, p.DeletionTimestamp)
 }
 
 // listCounter counts the LISTs (not watches) of VolumeAttachments a client makes.

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/disruption"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 )
@@ -12,16 +13,19 @@ import (
 // A drain round, decided on plain data (planRound) and carried out by the executor (drain):
 //
 //	pods on the node ─ waitsFor ─┬─ deadline − own grace reached ─> delete, grace max(1 s, deadline − now)
-//	(not DaemonSet, mirror,      ├─ terminating already          ─> wait for it to go
-//	 finished, or past their     ├─ do-not-disrupt (not for an   ─> hold: neither evicted nor deleted yet
-//	 deletionTimestamp)          │  interruption)
-//	                             ├─ critical, others still there ─> later
+//	(not mirror, not tolerating  ├─ terminating already          ─> wait for it to go
+//	 karpenter.sh/disrupted,     ├─ do-not-disrupt (not for an   ─> hold: neither evicted nor deleted yet
+//	 not finished, not past      │  interruption)
+//	 its deletionTimestamp)      ├─ an earlier group still there ─> later
 //	                             └─ otherwise                     ─> evict (Eviction API: PDBs hold)
 //
-// as Karpenter v1's terminator does: pods are evicted non-critical first, critical once the
-// others are gone; at the node's deadline (deletionTimestamp + terminationGracePeriod, or an
-// interruption's) each pod is deleted early enough to get its own
-// terminationGracePeriodSeconds, never with grace 0.
+// as Karpenter v1's terminator does: pods are evicted in four groups, each once every pod of
+// the groups before it is gone — other pods, DaemonSet pods, critical pods, critical DaemonSet
+// pods (the order of the kubelet's graceful node shutdown); a pod that tolerates the
+// karpenter.sh/disrupted:NoSchedule taint (a DaemonSet tolerating every taint, say) would be
+// put back on the node at once, so it is neither evicted nor waited for. At the node's deadline
+// (deletionTimestamp + terminationGracePeriod, or an interruption's) each pod is deleted early
+// enough to get its own terminationGracePeriodSeconds, never with grace 0.
 
 // drainPolicy is what a drain holds to.
 type drainPolicy struct {
@@ -42,7 +46,7 @@ const (
 	evictPod                   // ask the Eviction API
 	deletePod                  // delete it for the deadline, with podStep.Grace
 	holdPod                    // karpenter.sh/do-not-disrupt: not evicted; deleted at podStep.DeleteAt
-	laterPod                   // critical: evicted once the other pods are gone
+	laterPod                   // of a later group: evicted once the groups before it are gone
 )
 
 // podStep is what a round does about one pod the drain waits for.
@@ -72,14 +76,14 @@ type roundPlan struct {
 func planRound(pods []corev1.Pod, pol drainPolicy, now time.Time) roundPlan {
 	var plan roundPlan
 	waiting := make([]*corev1.Pod, 0, len(pods))
-	othersLeft := false // a non-critical pod is still to go
+	first := drainGroups // the first group a pod still to go is in
 	for i := range pods {
 		p := &pods[i]
 		if !waitsFor(p, now) {
 			continue
 		}
 		waiting = append(waiting, p)
-		othersLeft = othersLeft || !critical(p)
+		first = min(first, drainGroup(p))
 	}
 	soonest := func(t time.Time) {
 		if t.After(now) && (plan.Next.IsZero() || t.Before(plan.Next)) {
@@ -101,7 +105,7 @@ func planRound(pods []corev1.Pod, pol drainPolicy, now time.Time) roundPlan {
 		case protected && !pol.Interruption:
 			s.Action, s.Until = holdPod, until
 			soonest(until)
-		case critical(p) && othersLeft:
+		case drainGroup(p) > first:
 			s.Action = laterPod
 		default:
 			s.Action = evictPod
@@ -111,20 +115,55 @@ func planRound(pods []corev1.Pod, pol drainPolicy, now time.Time) roundPlan {
 	return plan
 }
 
-// waitsFor reports whether a drain waits for the pod to go: not a DaemonSet or mirror pod, not
-// finished, and not terminating past its deletionTimestamp. The API server sets
-// deletionTimestamp to the deletion request plus the grace period, so a pod still there after
-// it is one no kubelet is removing (the node is gone, or a finalizer holds the object):
-// waiting for it would keep the drain going forever.
+// waitsFor reports whether a drain waits for the pod to go: not a mirror pod (the kubelet's, it
+// cannot be evicted), not one that tolerates karpenter.sh/disrupted:NoSchedule, not finished,
+// and not terminating past its deletionTimestamp. The API server sets deletionTimestamp to the
+// deletion request plus the grace period, so a pod still there after it is one no kubelet is
+// removing (the node is gone, or a finalizer holds the object): waiting for it would keep the
+// drain going forever.
 func waitsFor(p *corev1.Pod, now time.Time) bool {
-	if podproj.StaysWithNode(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if mirror(p) || toleratesDisrupted(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return false
 	}
 	return p.DeletionTimestamp == nil || !now.After(p.DeletionTimestamp.Time)
 }
 
-// critical reports a pod of the priority classes a drain evicts last, as the kubelet's graceful
-// node shutdown and Karpenter do.
+// mirror reports a static pod's mirror: the kubelet owns it, and the API cannot evict it.
+func mirror(p *corev1.Pod) bool {
+	_, annotated := p.Annotations[corev1.MirrorPodAnnotationKey]
+	return annotated || podproj.OwnedBy(p, "Node")
+}
+
+// toleratesDisrupted reports a pod that tolerates the taint of a node being disrupted: evicted,
+// it could be put straight back (its DaemonSet would do so), so a drain leaves it, as
+// Karpenter's does.
+func toleratesDisrupted(p *corev1.Pod) bool {
+	taint := karpv1.DisruptedNoScheduleTaint
+	for i := range p.Spec.Tolerations {
+		if p.Spec.Tolerations[i].ToleratesTaint(&taint) {
+			return true
+		}
+	}
+	return false
+}
+
+// drainGroups is how many groups a drain evicts in turn.
+const drainGroups = 4
+
+// drainGroup is the pod's turn in a drain, as in the kubelet's graceful node shutdown and
+// Karpenter's: 0 other pods, 1 DaemonSet pods, 2 critical pods, 3 critical DaemonSet pods.
+func drainGroup(p *corev1.Pod) int {
+	g := 0
+	if critical(p) {
+		g = 2
+	}
+	if podproj.OwnedBy(p, "DaemonSet") {
+		g++
+	}
+	return g
+}
+
+// critical reports a pod of the priority classes a drain evicts last.
 func critical(p *corev1.Pod) bool {
 	return p.Spec.PriorityClassName == "system-cluster-critical" || p.Spec.PriorityClassName == "system-node-critical"
 }

@@ -29,6 +29,9 @@ func ownedBy(kind string) func(*corev1.Pod) {
 		p.OwnerReferences = []metav1.OwnerReference{{Kind: kind, Name: "owner", Controller: ptr.To(true)}}
 	}
 }
+func tolerates(t corev1.Toleration) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Spec.Tolerations = append(p.Spec.Tolerations, t) }
+}
 func priority(class string) func(*corev1.Pod) {
 	return func(p *corev1.Pod) { p.Spec.PriorityClassName = class }
 }
@@ -50,8 +53,10 @@ func terminating(at time.Time, grace int64) func(*corev1.Pod) {
 	}
 }
 
-// What a drain round does about each pod: evict non-critical pods first, critical ones once
-// the others are gone; leave DaemonSet, mirror and finished pods; hold do-not-disrupt pods
+// What a drain round does about each pod: evict in Karpenter's four groups (other pods,
+// DaemonSet pods, critical pods, critical DaemonSet pods), each once the groups before it are
+// gone; leave mirror and finished pods and pods tolerating karpenter.sh/disrupted; hold
+// do-not-disrupt pods
 // (but for an interruption); and at the deadline less each pod's own grace, delete it with the
 // time left as its grace, never less than 1 s.
 func TestPlanRound(t *testing.T) {
@@ -71,25 +76,38 @@ func TestPlanRound(t *testing.T) {
 	}{
 		{name: "no deadline: every pod evicted", pods: []corev1.Pod{planPod("a"), planPod("b")},
 			want: map[string]step{"a": {Action: evictPod}, "b": {Action: evictPod}}},
-		{name: "DaemonSet, mirror and finished pods are left", pods: []corev1.Pod{
-			planPod("ds", ownedBy("DaemonSet")), planPod("static", ownedBy("Node")),
+		{name: "mirror and finished pods and pods tolerating the disrupted taint are left", pods: []corev1.Pod{
+			planPod("ds", ownedBy("DaemonSet"), tolerates(corev1.Toleration{Operator: corev1.TolerationOpExists})),
+			planPod("agent", ownedBy("DaemonSet"), tolerates(corev1.Toleration{Key: karpv1.DisruptedTaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})),
+			planPod("static", ownedBy("Node")),
 			planPod("mirror", func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }),
 			planPod("done", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
 			planPod("failed", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }),
-			planPod("app", ownedBy("ReplicaSet"))},
-			want: map[string]step{"app": {Action: evictPod}}},
+			planPod("app", ownedBy("ReplicaSet")),
+			planPod("other-taint", ownedBy("DaemonSet"), tolerates(corev1.Toleration{Key: "example.com/other", Operator: corev1.TolerationOpExists}))},
+			want: map[string]step{"app": {Action: evictPod}, "other-taint": {Action: laterPod}}},
 		{name: "a pod past its deletionTimestamp is not waited for", pods: []corev1.Pod{
 			planPod("stuck", terminating(now.Add(-time.Minute), 30)), planPod("going", terminating(now.Add(-time.Second), 30))},
 			want: map[string]step{"going": {Action: awaitPod}}},
-		{name: "critical pods wait for the others", pods: []corev1.Pod{
-			planPod("dns", priority("system-cluster-critical")), planPod("proxy", priority("system-node-critical")),
+		{name: "DaemonSet and critical pods wait for the others", pods: []corev1.Pod{
+			planPod("dns", priority("system-cluster-critical")), planPod("proxy", priority("system-node-critical"), ownedBy("DaemonSet")),
 			planPod("app", priority("high")), planPod("ds", ownedBy("DaemonSet"))},
-			want: map[string]step{"dns": {Action: laterPod}, "proxy": {Action: laterPod}, "app": {Action: evictPod}}},
+			want: map[string]step{"dns": {Action: laterPod}, "proxy": {Action: laterPod}, "app": {Action: evictPod}, "ds": {Action: laterPod}}},
+		{name: "critical pods wait for DaemonSet pods", pods: []corev1.Pod{
+			planPod("dns", priority("system-cluster-critical")), planPod("proxy", priority("system-node-critical"), ownedBy("DaemonSet")),
+			planPod("ds", ownedBy("DaemonSet"))},
+			want: map[string]step{"dns": {Action: laterPod}, "proxy": {Action: laterPod}, "ds": {Action: evictPod}}},
+		{name: "critical DaemonSet pods go last", pods: []corev1.Pod{
+			planPod("dns", priority("system-cluster-critical")), planPod("proxy", priority("system-node-critical"), ownedBy("DaemonSet"))},
+			want: map[string]step{"dns": {Action: evictPod}, "proxy": {Action: laterPod}}},
+		{name: "and go once nothing else is left", pods: []corev1.Pod{
+			planPod("proxy", priority("system-node-critical"), ownedBy("DaemonSet")), planPod("done", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded })},
+			want: map[string]step{"proxy": {Action: evictPod}}},
 		{name: "critical pods wait for the others still terminating", pods: []corev1.Pod{
 			planPod("dns", priority("system-cluster-critical")), planPod("app", terminating(now, 30))},
 			want: map[string]step{"dns": {Action: laterPod}, "app": {Action: awaitPod}}},
 		{name: "critical pods go once the others are gone", pods: []corev1.Pod{
-			planPod("dns", priority("system-cluster-critical")), planPod("ds", ownedBy("DaemonSet"))},
+			planPod("dns", priority("system-cluster-critical")), planPod("ds", ownedBy("DaemonSet"), tolerates(corev1.Toleration{Operator: corev1.TolerationOpExists}))},
 			want: map[string]step{"dns": {Action: evictPod}}},
 		{name: "deadline far: evicted, each with its delete time", pods: []corev1.Pod{planPod("a"), planPod("b", podGrace(90))},
 			pol:  drainPolicy{Deadline: now.Add(5 * time.Minute)},
