@@ -1,0 +1,78 @@
+package e2e_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+)
+
+// A NodeClaim made by hand, as Karpenter's StandaloneNodeClaim specs make one (no pool, no
+// resources), is launched and becomes Ready, and its conditions are observed at the claim's
+// current generation: Karpenter's clients (operatorpkg's status conditions) take a condition
+// observed at an older generation for Unknown. Before, the launcher's label write bumped the
+// generation after it had stamped Launched, so Ready stayed "Unknown" to them for good (seen in
+// Karpenter's "should create a standard NodeClaim"), and nothing put them right.
+func TestHandMadeNodeClaimBecomesReady(t *testing.T) {
+	t.Parallel()
+	s := v1Stack(t, "")
+	applyYAML(t, s, `apiVersion: karpenter.sh/v1
+kind: NodeClaim
+metadata:
+  name: standalone
+  labels: {karpenter.k8s.aws/ec2nodeclass: default, custom-label: custom-value}
+  annotations: {custom-annotation: custom-value}
+spec:
+  nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+  expireAfter: Never
+  taints:
+    - {key: custom-taint, value: custom-value, effect: NoSchedule}
+  requirements:
+    - {key: kubernetes.io/os, operator: In, values: [linux]}
+    - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+    - {key: karpenter.k8s.aws/instance-family, operator: In, values: [t4g]}
+  resources: {}
+`)
+	var nc karpv1.NodeClaim
+	require.Eventually(t, func() bool {
+		if err := s.Client.Get(context.Background(), client.ObjectKey{Name: "standalone"}, &nc); err != nil {
+			return false
+		}
+		ready := nc.Condition("Ready")
+		return ready != nil && ready.Status == "True" && ready.ObservedGeneration == nc.Generation
+	}, 3*time.Minute, 250*time.Millisecond, "the hand-made claim is Ready at its generation")
+	for _, c := range nc.Status.Conditions {
+		assert.Equal(t, nc.Generation, c.ObservedGeneration, "condition %s is observed at the claim's generation", c.Type)
+	}
+	// A condition written at an older generation (the spec is immutable, but a write can still
+	// move the generation on) is observed at the current one again.
+	stale := nc.DeepCopy()
+	for i := range stale.Status.Conditions {
+		stale.Status.Conditions[i].ObservedGeneration = 0
+	}
+	require.NoError(t, s.Client.Status().Update(context.Background(), stale))
+	require.Eventually(t, func() bool {
+		var cur karpv1.NodeClaim
+		if err := s.Client.Get(context.Background(), client.ObjectKey{Name: "standalone"}, &cur); err != nil {
+			return false
+		}
+		for _, c := range cur.Status.Conditions {
+			if c.ObservedGeneration != cur.Generation {
+				return false
+			}
+		}
+		return cur.IsTrue("Ready")
+	}, time.Minute, 250*time.Millisecond, "stale conditions are observed at the claim's generation again")
+
+	var node corev1.Node
+	require.NoError(t, s.Client.Get(context.Background(), client.ObjectKey{Name: nc.Status.NodeName}, &node))
+	assert.Equal(t, "custom-value", node.Labels["custom-label"], "the claim's labels are the node's")
+	assert.Equal(t, "custom-value", node.Annotations["custom-annotation"], "and its annotations")
+	assert.Contains(t, node.Spec.Taints, corev1.Taint{Key: "custom-taint", Value: "custom-value", Effect: corev1.TaintEffectNoSchedule})
+}
