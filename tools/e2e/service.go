@@ -117,14 +117,41 @@ func (s *Service) DumpLog() {
 	s.t.Logf("---- %s log (%s) ----\n%s", s.Name, s.LogPath, log)
 }
 
-// FreeAddr returns a free loopback host:port.
+// FreeAddr returns a free loopback host:port for a service to listen on, from below the
+// kernel's ephemeral range (32768 and up on Linux): a port the kernel hands out for listen(":0")
+// is also one it may pick as the local port of any outgoing connection meanwhile, and a service
+// given such a port found it taken ("bind: address already in use") under the parallel e2e
+// tests' load. Ports are handed out once per test binary, tried by listening, and spread by
+// the process id, so parallel test binaries rarely try the same one.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
+	freeMu.Lock()
+	defer freeMu.Unlock()
+	const lo, n = 20000, 12000 // 20000–31999
+	if freeNext == 0 {
+		freeNext = os.Getpid()*7919 + int(time.Now().UnixNano()%n)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	for range n {
+		port := lo + freeNext%n
+		freeNext++
+		if freeGiven[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		addr := l.Addr().String()
+		_ = l.Close()
+		freeGiven[port] = true
+		return addr
+	}
+	t.Fatalf("finding a free port: none of 127.0.0.1:%d–%d is free", lo, lo+n-1)
+	return ""
 }
+
+var (
+	freeMu    sync.Mutex
+	freeNext  int
+	freeGiven = map[int]bool{}
+)
