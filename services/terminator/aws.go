@@ -36,9 +36,22 @@ const nodePoolTag = "karpenter.sh/nodepool"
 var errNotOwned = errors.New("not tagged as this cluster's node pool instance")
 
 // owned reports whether tags mark an instance as one this cluster's Fleetwright launched:
-// kubernetes.io/cluster/<cluster>=owned and karpenter.sh/nodepool, as the IAM policy requires.
+// kubernetes.io/cluster/<cluster>=owned and a karpenter.sh/nodepool tag, as the IAM policy
+// requires. The pool tag may be empty: a NodeClaim made by hand belongs to no pool, and its
+// instance is tagged karpenter.sh/nodepool="" (as Karpenter tags it, and as the policy's
+// "karpenter.sh/nodepool": "*" condition allows).
 func owned(tags []ec2types.Tag, cluster string) bool {
-	return cluster != "" && tag(tags, "kubernetes.io/cluster/"+cluster) == "owned" && tag(tags, nodePoolTag) != ""
+	return cluster != "" && tag(tags, "kubernetes.io/cluster/"+cluster) == "owned" && hasTag(tags, nodePoolTag)
+}
+
+// hasTag reports whether tags have the key, whatever its value.
+func hasTag(tags []ec2types.Tag, key string) bool {
+	for _, t := range tags {
+		if aws.ToString(t.Key) == key {
+			return true
+		}
+	}
+	return false
 }
 
 // checkOwned describes the instance and returns an error wrapping errNotOwned unless it is this

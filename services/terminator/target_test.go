@@ -106,3 +106,22 @@ func TestIntentsActOnTheObjectsNotTheirFields(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, c.GetDeletionTimestamp(), "the live claim is not deleted")
 }
+
+// An instance is the terminator's only with the cluster's owned tag and a karpenter.sh/nodepool
+// tag, which may be empty: a NodeClaim made by hand belongs to no pool, and its instance is
+// tagged karpenter.sh/nodepool="" (refused before: its claim's deletion was dead-lettered).
+func TestOwnedTags(t *testing.T) {
+	tags := func(kv ...string) []ec2types.Tag {
+		var out []ec2types.Tag
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, ec2types.Tag{Key: aws.String(kv[i]), Value: aws.String(kv[i+1])})
+		}
+		return out
+	}
+	assert.True(t, owned(tags("kubernetes.io/cluster/demo", "owned", "karpenter.sh/nodepool", "default"), "demo"))
+	assert.True(t, owned(tags("kubernetes.io/cluster/demo", "owned", "karpenter.sh/nodepool", ""), "demo"), "a claim of no pool")
+	assert.False(t, owned(tags("kubernetes.io/cluster/demo", "owned"), "demo"), "a managed node group's")
+	assert.False(t, owned(tags("kubernetes.io/cluster/other", "owned", "karpenter.sh/nodepool", "default"), "demo"), "another cluster's")
+	assert.False(t, owned(tags("kubernetes.io/cluster/demo", "shared", "karpenter.sh/nodepool", "default"), "demo"), "not owned")
+	assert.False(t, owned(tags("karpenter.sh/nodepool", "default"), ""), "no cluster name")
+}

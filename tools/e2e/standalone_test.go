@@ -2,12 +2,14 @@ package e2e_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -75,4 +77,29 @@ spec:
 	assert.Equal(t, "custom-value", node.Labels["custom-label"], "the claim's labels are the node's")
 	assert.Equal(t, "custom-value", node.Annotations["custom-annotation"], "and its annotations")
 	assert.Contains(t, node.Spec.Taints, corev1.Taint{Key: "custom-taint", Value: "custom-value", Effect: corev1.TaintEffectNoSchedule})
+
+	// Deleted, it goes with its node and its instance: the instance of a claim of no pool is
+	// tagged karpenter.sh/nodepool="", as Karpenter tags it, and is the terminator's to end
+	// (before, the terminator refused it as not its own and dead-lettered the termination; the
+	// claim, the node and the instance stayed for good).
+	instance := nc.Status.ProviderID[strings.LastIndex(nc.Status.ProviderID, "/")+1:]
+	s.Kubectl("delete", "nodeclaim", "standalone", "--wait=false")
+	require.Eventually(t, func() bool {
+		err := s.Client.Get(context.Background(), client.ObjectKey{Name: "standalone"}, &karpv1.NodeClaim{})
+		return apierrors.IsNotFound(err)
+	}, 3*time.Minute, time.Second, "the claim is gone")
+	require.Eventually(t, func() bool {
+		err := s.Client.Get(context.Background(), client.ObjectKey{Name: node.Name}, &corev1.Node{})
+		return apierrors.IsNotFound(err)
+	}, time.Minute, time.Second, "its node is gone")
+	insts, err := s.Emu.Instances(context.Background())
+	require.NoError(t, err)
+	found := false
+	for _, i := range insts {
+		if i.ID == instance {
+			found = true
+			assert.Contains(t, []string{"shutting-down", "terminated"}, i.State, "its instance is terminated")
+		}
+	}
+	assert.True(t, found, "instance %s is known to EC2", instance)
 }
