@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 
 	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
@@ -144,11 +145,35 @@ type nodeClassSpec struct {
 	Monitoring          bool  // detailedMonitoring
 	Context             string
 	Hash                string // EC2NodeClass.Hash of the class (or of the AWSNodeTemplate's translation)
+	// Ready is the class's Ready condition as its status has it (nil: none yet), and Generation
+	// the class's; Translated marks an AWSNodeTemplate's translation, which has no status.
+	Ready      *metav1.Condition
+	Generation int64
+	Translated bool
+}
+
+// readiness is why a claim of the class is not launched now: errNodeClassNotReady (the claim
+// is deleted, as Karpenter's) when the class says Ready=False, a passing error (the launch is
+// tried again) while its readiness is unknown or not yet judged against its latest spec.
+func (c nodeClassSpec) readiness() error {
+	switch {
+	case c.Translated:
+		return nil
+	case c.Ready != nil && c.Ready.Status == metav1.ConditionFalse:
+		return fmt.Errorf("%w: EC2NodeClass %s is not Ready: %s", errNodeClassNotReady, c.Name, c.Ready.Message)
+	case c.Ready == nil || c.Ready.Status != metav1.ConditionTrue:
+		return fmt.Errorf("EC2NodeClass %s is not Ready yet (its readiness is not known)", c.Name)
+	case c.Ready.ObservedGeneration != c.Generation:
+		return fmt.Errorf("EC2NodeClass %s: its status is not yet judged against its latest spec (generation %d, Ready observed at %d)",
+			c.Name, c.Generation, c.Ready.ObservedGeneration)
+	}
+	return nil
 }
 
 var (
 	errNodeClassNotFound = errors.New("node class not found")
 	errNodeClassInvalid  = errors.New("invalid node class")
+	errNodeClassNotReady = errors.New("node class not ready")
 )
 
 type nodeClassStore interface {
@@ -239,7 +264,7 @@ func (l *launcher) handle(ctx context.Context, intent *launchv1.LaunchIntent, d 
 		span.RecordError(err)
 		var ice *InsufficientCapacityError
 		permanent := errors.As(err, &ice) || errors.Is(err, errNoOverrides) || errors.Is(err, errNodeClassNotFound) ||
-			errors.Is(err, errNodeClassInvalid) || bus.IsPermanent(err)
+			errors.Is(err, errNodeClassInvalid) || errors.Is(err, errNodeClassNotReady) || bus.IsPermanent(err)
 		if (permanent || d.LastAttempt()) && !errors.Is(err, errLaunchInFlight) {
 			l.fail(ctx, claim, err, int(d.Attempt), log)
 			if permanent {
@@ -282,6 +307,9 @@ func (l *launcher) launch(ctx context.Context, claim claimState, log zerolog.Log
 	}
 	class, err := l.classes.Get(ctx, claim.NodeClassRef)
 	if err != nil {
+		return launchInfo{}, err
+	}
+	if err := class.readiness(); err != nil {
 		return launchInfo{}, err
 	}
 	subnets, err := l.resolver.subnets(ctx, class.Subnets)
@@ -577,6 +605,8 @@ func (l *launcher) fail(ctx context.Context, claim claimState, cause error, atte
 		reason = "NodeClassNotFound"
 	case errors.Is(cause, errNodeClassInvalid):
 		reason = "NodeClassInvalid"
+	case errors.Is(cause, errNodeClassNotReady):
+		reason = "NodeClassNotReady"
 	}
 	l.metrics.launches.WithLabelValues(claim.NodePool, "failed").Inc()
 	l.events.Eventf(clusterstate.ClaimRef(claim.Name, claim.UID), corev1.EventTypeWarning, failureReason(reason),

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -251,12 +252,16 @@ func (k *kubeClasses) Get(_ context.Context, ref *commonv1.ObjectRef) (nodeClass
 	case err != nil:
 		return nodeClassSpec{}, bus.Permanent(err)
 	}
-	return specOf(nc), nil
+	s := specOf(nc)
+	_, real := clusterstate.Get[ec2v1.EC2NodeClass](k.cache.NodeClasses, ref.GetName())
+	s.Translated = ref.GetKind() == "AWSNodeTemplate" || !real
+	return s, nil
 }
 
 func specOf(nc *ec2v1.EC2NodeClass) nodeClassSpec {
 	s := nodeClassSpec{Name: nc.Name, AMIFamily: nc.ResolvedAMIFamily(), Tags: nc.Spec.Tags,
-		Kubelet: classKubelet(nc.Spec.Kubelet), BlockDeviceMappings: nc.Spec.BlockDeviceMappings, Hash: nc.Hash()}
+		Kubelet: classKubelet(nc.Spec.Kubelet), BlockDeviceMappings: nc.Spec.BlockDeviceMappings, Hash: nc.Hash(),
+		Ready: meta.FindStatusCondition(nc.Status.Conditions, ec2v1.ConditionTypeReady), Generation: nc.Generation}
 	if nc.Spec.InstanceStorePolicy != nil {
 		s.InstanceStorePolicy = *nc.Spec.InstanceStorePolicy
 	}

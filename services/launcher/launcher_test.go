@@ -836,8 +836,9 @@ func TestMissingRoleMakesTheClassNotReady(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "a given profile that does not exist")
 	assert.Contains(t, c.Message, "instance profile NoSuchProfile does not exist")
 
+	// A claim of a class that is not Ready is not launched, and is deleted, as Karpenter's.
 	e.launch("norole", "default-norole1", "t4g.small")
-	e.nextFailure("NodeClassInvalid", "role NoSuchRole does not exist")
+	e.nextFailure("NodeClassNotReady", "EC2NodeClass norole is not Ready: "+ready.Message)
 	assert.Empty(t, e.instancesFor("default-norole1"), "nothing was launched")
 	lts, err := e.emu.LaunchTemplates(e.ctx)
 	require.NoError(t, err)

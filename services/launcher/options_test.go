@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -45,4 +46,38 @@ func TestHandMadeClaimLaunchesAsItsRequirementsAllow(t *testing.T) {
 	assert.Greater(t, ct.Generation, 4, insts[0].Type)
 	assert.GreaterOrEqual(t, ct.VCPU, 4, "%s: 3 CPUs must fit its allocatable", insts[0].Type)
 	assert.Equal(t, "on-demand", insts[0].CapacityType)
+}
+
+// A claim is launched only with a class that says it is Ready, judged against its latest spec:
+// Ready=False fails the launch for good (the claim is deleted, as Karpenter's: its "should
+// delete a NodeClaim if it references a NodeClass that isn't Ready" launched one before); an
+// unknown or not yet judged readiness is tried again; an AWSNodeTemplate's translation has no
+// status and is not held.
+func TestNodeClassReadiness(t *testing.T) {
+	ready := func(status metav1.ConditionStatus, observed int64) *metav1.Condition {
+		return &metav1.Condition{Type: "Ready", Status: status, ObservedGeneration: observed, Message: "SubnetsReady=False"}
+	}
+	cases := []struct {
+		name      string
+		spec      nodeClassSpec
+		ok, final bool
+	}{
+		{"ready", nodeClassSpec{Name: "c", Ready: ready(metav1.ConditionTrue, 2), Generation: 2}, true, false},
+		{"not ready", nodeClassSpec{Name: "c", Ready: ready(metav1.ConditionFalse, 2), Generation: 2}, false, true},
+		{"no status yet", nodeClassSpec{Name: "c", Generation: 1}, false, false},
+		{"unknown", nodeClassSpec{Name: "c", Ready: ready(metav1.ConditionUnknown, 1), Generation: 1}, false, false},
+		{"judged against an older spec", nodeClassSpec{Name: "c", Ready: ready(metav1.ConditionTrue, 1), Generation: 2}, false, false},
+		{"a translated AWSNodeTemplate", nodeClassSpec{Name: "t", Translated: true}, true, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.spec.readiness()
+			if c.ok {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Equal(t, c.final, errors.Is(err, errNodeClassNotReady), "%v", err)
+		})
+	}
 }
