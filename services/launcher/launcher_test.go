@@ -537,6 +537,11 @@ func TestLaunchFromAWSNodeTemplate(t *testing.T) {
 func TestInvalidNodeClassFailsTheClaimWithItsReason(t *testing.T) {
 	e := start(t)
 	e.apply(nodeClassManifest("broken", "  amiFamily: Bottlerocket\n  userData: |\n    [settings.kubernetes\n"+demoRole+discoveredAMIs))
+	// Launched once its status says it is Ready (a claim of a class not judged yet is tried again).
+	require.Eventually(t, func() bool {
+		_, c := e.class("broken", ec2v1.ConditionTypeReady)
+		return c != nil && c.Status == metav1.ConditionTrue
+	}, 30*time.Second, 100*time.Millisecond, "the class is judged Ready")
 
 	e.launch("broken", "default-broken1", "m5.large")
 	r := e.nextFailure("NodeClassInvalid", "parsing the node class's Bottlerocket user data as TOML")

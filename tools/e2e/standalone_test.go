@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
@@ -54,11 +55,16 @@ spec:
 	}
 	// A condition written at an older generation (the spec is immutable, but a write can still
 	// move the generation on) is observed at the current one again.
-	stale := nc.DeepCopy()
-	for i := range stale.Status.Conditions {
-		stale.Status.Conditions[i].ObservedGeneration = 0
-	}
-	require.NoError(t, s.Client.Status().Update(context.Background(), stale))
+	require.NoError(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var stale karpv1.NodeClaim
+		if err := s.Client.Get(context.Background(), client.ObjectKey{Name: "standalone"}, &stale); err != nil {
+			return err
+		}
+		for i := range stale.Status.Conditions {
+			stale.Status.Conditions[i].ObservedGeneration = 0
+		}
+		return s.Client.Status().Update(context.Background(), &stale)
+	}))
 	require.Eventually(t, func() bool {
 		var cur karpv1.NodeClaim
 		if err := s.Client.Get(context.Background(), client.ObjectKey{Name: "standalone"}, &cur); err != nil {
