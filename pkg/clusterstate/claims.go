@@ -43,9 +43,8 @@ func UpdateClaim(ctx context.Context, api dynamic.NamespaceableResourceInterface
 			if u, err = api.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
 				return err
 			}
-			nc.ResourceVersion, nc.Generation = u.GetResourceVersion(), u.GetGeneration()
+			nc.ResourceVersion = u.GetResourceVersion()
 		}
-		restampConditions(nc)
 		if reflect.DeepEqual(before.Status, nc.Status) {
 			return nil
 		}
@@ -56,19 +55,6 @@ func UpdateClaim(ctx context.Context, api dynamic.NamespaceableResourceInterface
 		_, err = api.UpdateStatus(ctx, u, metav1.UpdateOptions{})
 		return err
 	})
-}
-
-// restampConditions marks every condition as observed at the claim's generation. The writers of
-// a claim's status judge the claim as it is now, and Karpenter's clients (operatorpkg's status
-// conditions) take a condition observed at an older generation for Unknown: a Ready claim whose
-// generation moved on (a write of its metadata that also changed how its spec is stored, an
-// edit of its spec) would otherwise never be Ready to them again.
-func restampConditions(nc *karpv1.NodeClaim) {
-	for i := range nc.Status.Conditions {
-		if nc.Status.Conditions[i].ObservedGeneration < nc.Generation {
-			nc.Status.Conditions[i].ObservedGeneration = nc.Generation
-		}
-	}
 }
 
 // CreateClaim creates a NodeClaim; its status is written by a later UpdateClaim (the API

@@ -49,10 +49,14 @@ func Unschedulable(p *corev1.Pod) bool {
 // never pending for new capacity, never moved by a drain, and do not keep a node from being
 // empty.
 func StaysWithNode(p *corev1.Pod) bool {
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return true
-	}
-	return OwnedBy(p, "DaemonSet") || OwnedBy(p, "Node")
+	return Mirror(p) || OwnedBy(p, "DaemonSet")
+}
+
+// Mirror reports a static pod's mirror: owned by its Node, or carrying the mirror annotation.
+// The kubelet owns it; the API cannot evict it.
+func Mirror(p *corev1.Pod) bool {
+	_, annotated := p.Annotations[corev1.MirrorPodAnnotationKey]
+	return annotated || OwnedBy(p, "Node")
 }
 
 // OwnedBy reports whether the pod's controller is of the given kind.

@@ -36,17 +36,14 @@ import (
 
 // claimState is what the launcher needs to know of a NodeClaim.
 type claimState struct {
-	Name        string
-	UID         string
-	NodePool    string
-	ProviderID  string
-	NodeName    string
-	Deleting    bool
-	Registered  bool
-	Initialized bool
-	// Stale: a condition is observed at an older generation than the claim's (its spec was
-	// edited since): Karpenter's clients take such a condition for Unknown.
-	Stale         bool
+	Name          string
+	UID           string
+	NodePool      string
+	ProviderID    string
+	NodeName      string
+	Deleting      bool
+	Registered    bool
+	Initialized   bool
 	Created       time.Time
 	Labels        map[string]string // labels the claim asks its node to carry
 	Annotations   map[string]string // and annotations (the pool template's), as Karpenter syncs them
@@ -116,8 +113,6 @@ type claimStore interface {
 	// API server has it so already (a pass that ran on a cache a moment behind its own write).
 	MarkRegistered(ctx context.Context, name, nodeName string) (bool, error)
 	MarkInitialized(ctx context.Context, name string) (bool, error)
-	// Restamp marks the claim's conditions as observed at its current generation.
-	Restamp(ctx context.Context, name string) error
 	Delete(ctx context.Context, name string) error
 	// RecordLaunch writes a delivery's launch record on the claim before CreateFleet
 	// (launchrecord.go).

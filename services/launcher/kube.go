@@ -93,9 +93,6 @@ func stateOf(nc *karpv1.NodeClaim) claimState {
 		Labels: maps.Clone(nc.Labels), Annotations: maps.Clone(nc.Annotations),
 		Requirements: nc.Spec.Requirements, Requests: nc.Spec.Resources.Requests, Launch: recordOf(nc.Annotations),
 	}
-	for _, c := range nc.Status.Conditions {
-		s.Stale = s.Stale || c.ObservedGeneration < nc.Generation
-	}
 	if ref := nc.Spec.NodeClassRef; ref != nil {
 		s.NodeClassRef = &commonv1.ObjectRef{Group: ref.Group, Kind: ref.Kind, Name: ref.Name}
 	}
@@ -195,12 +192,6 @@ func (k *kubeClaims) MarkInitialized(ctx context.Context, name string) (bool, er
 		nc.SetCondition(metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Ready", Message: "launched, registered and initialized"})
 	})
 	return changed, err
-}
-
-// Restamp writes the claim's conditions as observed at its generation (clusterstate.UpdateClaim
-// restamps every write).
-func (k *kubeClaims) Restamp(ctx context.Context, name string) error {
-	return k.update(ctx, name, func(*karpv1.NodeClaim) {})
 }
 
 func (k *kubeClaims) Fail(ctx context.Context, name, reason, message string) error {

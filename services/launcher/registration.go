@@ -79,12 +79,6 @@ func (r *registrar) reconcile(ctx context.Context) error {
 			if err := r.initialize(ctx, c, node, log); err != nil {
 				log.Warn().Err(err).Msg("initializing node")
 			}
-		case c.Stale:
-			// Its spec was edited since its conditions were written: they still hold (what was
-			// launched, registered and initialized is unchanged), observed at the new generation.
-			if err := r.claims.Restamp(ctx, c.Name); err != nil {
-				log.Warn().Err(err).Msg("restamping the claim's conditions")
-			}
 		}
 	}
 	return nil

@@ -63,6 +63,18 @@ func (e *env) annotate(name, key, value string) {
 	require.NoError(e.t, err)
 }
 
+// hasEvent reports whether an event of the reason on the named object says text.
+func (e *env) hasEvent(name, reason, text string) bool {
+	evs, err := e.kube.CoreV1().Events("").List(e.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + name + ",reason=" + reason})
+	require.NoError(e.t, err)
+	for _, ev := range evs.Items {
+		if strings.Contains(ev.Message, text) {
+			return true
+		}
+	}
+	return false
+}
+
 // A replacement that fails to launch abandons the decision: the replacement is deleted, the old
 // claim's decision record removed (it no longer counts against its budget), and an event on it
 // says why, as does an ABANDONED DisruptionDecision on <prefix>.terminations.decisions for the
@@ -94,14 +106,7 @@ func TestFailedReplacementAbandonsTheDecision(t *testing.T) {
 		return u.GetAnnotations()[disruption.DecisionAnnotation] == ""
 	}, time.Minute, 100*time.Millisecond, "the old claim no longer carries the decision")
 	require.Eventually(t, func() bool {
-		evs, err := e.kube.CoreV1().Events("").List(e.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=default-old,reason=DisruptionAbandoned"})
-		require.NoError(t, err)
-		for _, ev := range evs.Items {
-			if strings.Contains(ev.Message, "replacement default-rep failed to launch: InsufficientInstanceCapacity") {
-				return true
-			}
-		}
-		return false
+		return e.hasEvent("default-old", "DisruptionAbandoned", "replacement default-rep failed to launch: InsufficientInstanceCapacity")
 	}, time.Minute, 100*time.Millisecond, "an event on the old claim says why it was abandoned")
 	assert.NotContains(t, e.logs.String(), "DisruptionTerminating")
 	assert.NotContains(t, e.logs.String(), "initialized; draining")
@@ -145,14 +150,7 @@ func TestAbandonKeepsARegisteredReplacement(t *testing.T) {
 
 	api := e.dyn.Resource(clusterstate.NodeClaims)
 	require.Eventually(t, func() bool {
-		evs, err := e.kube.CoreV1().Events("").List(e.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=default-old,reason=DisruptionAbandoned"})
-		require.NoError(t, err)
-		for _, ev := range evs.Items {
-			if strings.Contains(ev.Message, "not initialized within 1m0s") {
-				return true
-			}
-		}
-		return false
+		return e.hasEvent("default-old", "DisruptionAbandoned", "not initialized within 1m0s")
 	}, time.Minute, 100*time.Millisecond, "the decision is abandoned")
 	require.Eventually(t, func() bool {
 		u, err := api.Get(e.ctx, "default-old", metav1.GetOptions{})

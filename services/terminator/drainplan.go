@@ -122,16 +122,10 @@ func planRound(pods []corev1.Pod, pol drainPolicy, now time.Time) roundPlan {
 // removing (the node is gone, or a finalizer holds the object): waiting for it would keep the
 // drain going forever.
 func waitsFor(p *corev1.Pod, now time.Time) bool {
-	if mirror(p) || toleratesDisrupted(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if podproj.Mirror(p) || toleratesDisrupted(p) || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 		return false
 	}
 	return p.DeletionTimestamp == nil || !now.After(p.DeletionTimestamp.Time)
-}
-
-// mirror reports a static pod's mirror: the kubelet owns it, and the API cannot evict it.
-func mirror(p *corev1.Pod) bool {
-	_, annotated := p.Annotations[corev1.MirrorPodAnnotationKey]
-	return annotated || podproj.OwnedBy(p, "Node")
 }
 
 // toleratesDisrupted reports a pod that tolerates the taint of a node being disrupted: evicted,
