@@ -126,3 +126,18 @@ func (l *Ledger) Pools() []string {
 	}
 	return out
 }
+
+// Budget is what the pool's budgets allow for the reason now before the nodes disrupting are
+// taken off, and those nodes (decisions taken included): Karpenter's
+// karpenter_nodepools_allowed_disruptions and karpenter_nodepools_nodes_consuming_budgets. A
+// pool without budgets (a v1alpha5 Provisioner) allows all its nodes.
+func (l *Ledger) Budget(pool string, reason karpv1.DisruptionReason) (allowed, disrupting int) {
+	p := l.pools[pool]
+	switch {
+	case p == nil:
+		return 0, 0
+	case p.unlimited:
+		return p.total, p.disrupting
+	}
+	return Allowed(p.budgets, reason, l.now, p.total, 0).Nodes, p.disrupting
+}

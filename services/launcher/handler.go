@@ -415,6 +415,7 @@ func (l *launcher) launch(ctx context.Context, claim claimState, log zerolog.Log
 		start := l.now()
 		got, exhausted, err := createFleet(ctx, l.api, req)
 		l.metrics.createFleet.Observe(l.now().Sub(start).Seconds())
+		l.metrics.karp.cloudCall("Create", l.now().Sub(start), err)
 		for _, o := range exhausted {
 			l.markUnavailable(ctx, o, claim.Name, log)
 		}

@@ -104,6 +104,7 @@ func (r *registrar) register(ctx context.Context, c claimState, n nodeState, log
 		return err // unchanged: registered already, by an earlier pass whose write the cache had not yet
 	}
 	r.metrics.registered.WithLabelValues(c.NodePool).Inc()
+	r.metrics.karp.nodesCreated.WithLabelValues(c.NodePool, c.Labels[karpv1.LabelTopologyZone]).Inc()
 	r.events.Eventf(clusterstate.ClaimRef(c.Name, c.UID), corev1.EventTypeNormal, reasonRegistered, "Registered node %s", n.Name)
 	r.events.Eventf(clusterstate.NodeRef(n.Name), corev1.EventTypeNormal, reasonRegistered, "Registered for NodeClaim %s", c.Name)
 	log.Info().Str("node", n.Name).Str("providerID", c.ProviderID).Msg("registered nodeclaim")

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/clock"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/karpmetrics"
 	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/sdkhttp"
 	"github.com/fleetwright/fleetwright/pkg/service"
@@ -110,7 +111,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	// Its own writes cause at most one more pass, which finds nothing to do and writes nothing.
 	// Its gap is short: a new node's pods wait for it to lift the unregistered taint.
 	reg := &registrar{launcher: l, nodes: stores.nodes}
-	if err := l.changeDriven(gctx, g, stores.cache, passSpec{what: "registering nodes", run: reg.reconcile,
+	if err := l.changeDriven(gctx, g, stores.cache, passSpec{what: "registering nodes", controller: karpmetrics.ControllerNodeClaimLifecycle, run: reg.reconcile,
 		resync: cfg.RegistrationResync, gap: registrationGap}, stores.cache.Nodes, stores.cache.NodeClaims); err != nil {
 		return err
 	}
@@ -118,19 +119,19 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	// most once a service.KickGap, and every --status-interval for what no watch announces (EC2
 	// resolving a class's terms to other subnets or AMIs, catalog prices in the fleet gauges).
 	legacy := &legacyNodes{launcher: l, cache: stores.cache, claims: stores.dyn.Resource(clusterstate.NodeClaims), nodes: stores.nodes, warned: map[string]string{}}
-	if err := l.changeDriven(gctx, g, stores.cache, passSpec{what: "adopting nodes launched by Karpenter v1alpha5", run: legacy.pass,
+	if err := l.changeDriven(gctx, g, stores.cache, passSpec{what: "adopting nodes launched by Karpenter v1alpha5", controller: karpmetrics.ControllerNodeClaimLifecycle, run: legacy.pass,
 		resync: cfg.StatusInterval, gap: service.KickGap},
 		withLegacy(stores.cache, stores.cache.Nodes, stores.cache.NodeClaims, stores.cache.NodePools)...); err != nil {
 		return err
 	}
 	st := &statuses{l: l, cache: stores.cache, classes: stores.dyn.Resource(clusterstate.NodeClasses), pools: stores.dyn.Resource(clusterstate.NodePools)}
-	if err := l.changeDriven(gctx, g, stores.cache, passSpec{what: "updating node class and pool statuses", run: st.pass,
+	if err := l.changeDriven(gctx, g, stores.cache, passSpec{what: "updating node class and pool statuses", controller: karpmetrics.ControllerNodeClaimStatus, run: st.pass,
 		resync: cfg.StatusInterval, gap: service.KickGap},
 		stores.cache.NodeClasses, stores.cache.NodePools, stores.cache.NodeClaims); err != nil {
 		return err
 	}
 	dr := &drifts{launcher: l, cache: stores.cache, store: stores.claims, legacy: stores.classes.legacy}
-	if err := l.changeDriven(gctx, g, stores.cache, passSpec{what: "recording drifted nodeclaims", run: dr.pass,
+	if err := l.changeDriven(gctx, g, stores.cache, passSpec{what: "recording drifted nodeclaims", controller: karpmetrics.ControllerNodeClaimDisruption, run: dr.pass,
 		resync: cfg.StatusInterval, gap: service.KickGap},
 		withLegacy(stores.cache, stores.cache.NodeClaims, stores.cache.NodePools, stores.cache.NodeClasses)...); err != nil {
 		return err
@@ -161,7 +162,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 				return bus.Consume(gctx, rt.Bus, bus.ConsumerSpec{
 					Durable: "launcher", Subject: rt.Bus.Prefix().Of(subject.LaunchIntents),
 					MaxDeliver: 5, Batch: 1,
-				}, l.handle)
+				}, l.handleMeasured)
 			})
 		}
 		return nil
@@ -189,10 +190,11 @@ const passRetry = 5 * time.Second
 
 // passSpec is one of the launcher's change-driven passes.
 type passSpec struct {
-	what   string // for the log line of a pass that failed: "recording drifted nodeclaims"
-	run    func(context.Context) error
-	resync time.Duration
-	gap    time.Duration
+	what       string // for the log line of a pass that failed: "recording drifted nodeclaims"
+	controller string // Karpenter's name for the controller doing this job (controller_runtime_reconcile_*)
+	run        func(context.Context) error
+	resync     time.Duration
+	gap        time.Duration
 }
 
 // changeDriven runs a pass in g (service.EveryOrKicked) on every change the informers deliver
@@ -204,7 +206,9 @@ func (l *launcher) changeDriven(ctx context.Context, g *errgroup.Group, c *clust
 	}
 	g.Go(func() error {
 		return service.EveryOrKicked(ctx, p.resync, kick, func() {
+			start := time.Now()
 			err := p.run(ctx)
+			l.metrics.karp.reconciles.Observe(p.controller, start, err)
 			logErr(l, err, p.what)
 			retry := time.Time{} // none
 			if err != nil {

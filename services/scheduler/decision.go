@@ -75,6 +75,7 @@ func (s *scheduler) execute(ctx context.Context, st *disruptionState, cmd comman
 		}
 	}
 	s.metrics.decisions.WithLabelValues(string(d.Reason), string(d.Action)).Inc()
+	s.metrics.karp.decided(d, cmd.pools())
 	s.rt.Log.Info().Ctx(ctx).Strs("nodeclaims", d.Claims).Str("reason", string(d.Reason)).Str("action", string(d.Action)).
 		Strs("replacements", d.Replacements).Float64("savings", d.Savings).Str("why", d.Why).Msg("disrupting")
 	s.announce(ctx, decidedMessage(cmd.old, d))
@@ -303,7 +304,7 @@ func (s *scheduler) launchReplacement(ctx context.Context, st *disruptionState, 
 		return err
 	}
 	s.recent.addClaim(nc.Name)
-	s.metrics.claims.WithLabelValues(createdForDisruption, r.NodePool).Inc()
+	s.metrics.claimCreated(createdForDisruption, r.NodePool)
 	s.rt.Log.Info().Ctx(ctx).Str("nodeclaim", nc.Name).Str("nodepool", r.NodePool).Strs("replaces", replaces).
 		Strs("instance-types", firstN(r.InstanceTypes, 5)).Float64("price", r.PriceUSDPerHour).Msg("created replacement nodeclaim")
 	return s.publishIntent(ctx, created{state: claimStateOf(nc)}, st.v, "disruption")
@@ -353,6 +354,7 @@ func (s *scheduler) deleteClaims(ctx context.Context, st *disruptionState, d dis
 			if n := len(d.Claims); n > 0 {
 				s.metrics.savings.Add(d.Savings / float64(n)) // each old claim its share
 			}
+			s.metrics.karp.claimDisrupted(d, nc)
 			s.tell(nc, nc.Status.NodeName, corev1.EventTypeNormal, "DisruptionTerminating", msg)
 			s.announce(ctx, terminatingMessage(nc, d))
 		})
@@ -409,6 +411,7 @@ func (s *scheduler) abandon(ctx context.Context, st *disruptionState, d disrupti
 		s.announce(ctx, abandonedMessage(nc, d.With(disruption.StepAbandoned, st.now, why), why))
 	}
 	s.metrics.abandoned.WithLabelValues(string(d.Reason)).Inc()
+	s.metrics.karp.abandoned(d)
 	s.rt.Log.Warn().Ctx(ctx).Strs("nodeclaims", d.Claims).Strs("replacements", d.Replacements).Str("why", why).Msg("abandoned disruption")
 	return nil
 }

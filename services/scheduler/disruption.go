@@ -150,6 +150,7 @@ func (s *scheduler) disrupt(ctx context.Context) error {
 		return err
 	}
 	s.metrics.eligible.Set(float64(len(st.cands)))
+	s.observeDisruption(st)
 	return s.decideNext(ctx, st)
 }
 
@@ -165,6 +166,7 @@ func (s *scheduler) decideNext(ctx context.Context, st *disruptionState) error {
 			s.rt.Log.Info().Ctx(ctx).Strs("nodeclaims", cmd.claimNames()).Str("reason", string(p.cmd.reason)).Str("why", why).
 				Msg("not disrupting: the command is no longer valid")
 			s.metrics.invalidated.WithLabelValues(string(p.cmd.reason)).Inc()
+			s.metrics.karp.failedValidations.WithLabelValues(consolidationType(p.cmd.reason, len(p.cmd.old))).Inc()
 			return nil
 		}
 		return s.execute(ctx, st, cmd)

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/clock"
 	"github.com/fleetwright/fleetwright/pkg/faultpoint"
+	"github.com/fleetwright/fleetwright/pkg/karpmetrics"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
@@ -75,6 +76,7 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 		return fmt.Errorf("solving: %w", err)
 	}
 	s.metrics.solveSeconds.Observe(s.now().Sub(start).Seconds())
+	s.metrics.karp.scheduling.WithLabelValues(karpmetrics.ControllerProvisioner).Observe(s.now().Sub(start).Seconds())
 	placed := 0
 	for _, c := range plan.NodeClaims {
 		placed += len(c.PodUIDs)

@@ -54,6 +54,7 @@ func (s *scheduler) lead(ctx context.Context, work func(ctx context.Context)) er
 				OnStoppedLeading: func() {
 					s.lease.stopped()
 					s.metrics.leader.Set(0)
+					s.metrics.karp.stoppedLeading()
 					s.rt.Log.Info().Str("identity", s.cfg.Identity).Msg("not leading; standing by")
 				},
 				OnNewLeader: func(id string) {

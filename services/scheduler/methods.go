@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,17 @@ type command struct {
 	savings      float64
 }
 
+// pools names the pools of the claims it removes, each once.
+func (c command) pools() []string {
+	var out []string
+	for _, nc := range c.old {
+		if p := claimPool(nc); !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func (c command) claimNames() []string {
 	out := make([]string, len(c.old))
 	for i, nc := range c.old {
@@ -41,13 +53,24 @@ func (c command) claimNames() []string {
 // compute runs the methods in order and returns the first command one finds.
 func (s *scheduler) compute(ctx context.Context, st *disruptionState) (command, bool, error) {
 	s.reportHeldBack(ctx, st)
-	if cmd, ok := s.emptiness(ctx, st); ok {
+	start := time.Now()
+	evaluated := func(reason karpv1.DisruptionReason, ct string) {
+		s.metrics.karp.evaluation.WithLabelValues(lowerReason(reason), ct).Observe(time.Since(start).Seconds())
+		start = time.Now()
+	}
+	cmd, ok := s.emptiness(ctx, st)
+	evaluated(karpv1.DisruptionReasonEmpty, consolidationEmpty)
+	if ok {
 		return cmd, true, nil
 	}
-	if cmd, ok, err := s.drift(ctx, st); err != nil || ok {
+	cmd, ok, err := s.drift(ctx, st)
+	evaluated(karpv1.DisruptionReasonDrifted, "")
+	if err != nil || ok {
 		return cmd, ok, err
 	}
-	return s.consolidation(ctx, st)
+	cmd, ok, err = s.consolidation(ctx, st)
+	evaluated(karpv1.DisruptionReasonUnderutilized, consolidationType(karpv1.DisruptionReasonUnderutilized, len(cmd.old)))
+	return cmd, ok, err
 }
 
 // emptiness removes the empty nodes whose pools allow it (WhenEmpty or WhenEmptyOrUnderutilized,

@@ -39,6 +39,13 @@ type metrics struct {
 	eligible          prometheus.Gauge
 	blocked           *prometheus.GaugeVec // by cause
 	savings           prometheus.Counter
+	karp              *karpenter // Karpenter's families (karpmetrics.go)
+}
+
+// claimCreated counts a NodeClaim created, in ours and Karpenter's families.
+func (m *metrics) claimCreated(reason, pool string) {
+	m.claims.WithLabelValues(reason, pool).Inc()
+	m.karp.created.WithLabelValues(reason, pool, "false").Inc()
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -73,6 +80,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		eligible: f.Gauge("fleetwright_disruption_eligible_nodes", "Nodes consolidation considered in its last pass."),
 		blocked: f.GaugeVec("fleetwright_disruption_blocked_nodes", "Nodes consolidation could not take in its last pass, by cause "+
 			"(do-not-disrupt, pdb, budget, savings-threshold, pods-would-not-fit, no-cheaper-replacement, spot, other).", "cause"),
+		karp: newKarpenter(reg),
 		savings: f.Counter("fleetwright_disruption_savings_usd_per_hour_total",
 			"Hourly price saved by consolidations carried out (the replaced nodes' price less their replacement's), summed."),
 	}

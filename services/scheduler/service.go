@@ -140,7 +140,7 @@ func (s *scheduler) schedule(ctx context.Context) {
 	})
 	loops.Go(func() {
 		_ = service.Every(ctx, s.cfg.DisruptionInterval, func() {
-			if err := s.disrupt(ctx); err != nil && ctx.Err() == nil {
+			if err := s.disruptMeasured(ctx); err != nil && ctx.Err() == nil {
 				s.rt.Log.Warn().Err(err).Msg("deciding disruptions")
 			}
 		})
@@ -159,7 +159,7 @@ func (s *scheduler) schedule(ctx context.Context) {
 	// (fence.go) and hands the batch back.
 	spec := bus.ConsumerSpec{Durable: durable, Subject: s.rt.Bus.Prefix().Of(subject.PodsPending), Batch: 1,
 		HandlerTimeout: s.cfg.BatchTimeout}
-	if err := bus.Consume[*podsv1.PendingPodBatch](ctx, s.rt.Bus, spec, s.handle); err != nil {
+	if err := bus.Consume[*podsv1.PendingPodBatch](ctx, s.rt.Bus, spec, s.handleMeasured); err != nil {
 		s.rt.Log.Error().Err(err).Msg("consuming pending pod batches stopped")
 	}
 	loops.Wait()

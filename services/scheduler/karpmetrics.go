@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
+	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/disruption"
+	"github.com/fleetwright/fleetwright/pkg/karpmetrics"
+	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
+)
+
+// karpenter are the Karpenter metric families the scheduler serves (pkg/karpmetrics): what
+// Karpenter's provisioner, disruption controller and cluster-state metrics controllers export.
+// The cluster's gauges (cluster) come from the leader's disruption pass only; a replica that
+// stops leading clears them, so sum() across replicas counts each node and pod once.
+type karpenter struct {
+	created, disrupted           *prometheus.CounterVec
+	scheduling                   *prometheus.HistogramVec
+	evaluation                   *prometheus.HistogramVec
+	decisions, decisionsByPool   *prometheus.CounterVec
+	eligible, allowed, consuming *prometheus.GaugeVec
+	timeouts, failedValidations  *prometheus.CounterVec
+	queueFailures                *prometheus.CounterVec
+	nodeCount, synced            prometheus.Gauge
+	startup                      prometheus.Summary
+	reconciles                   *karpmetrics.Reconciles
+	cluster                      *karpmetrics.Cluster
+	unstarted                    map[string]bool // pods seen not yet running, by UID, for startup
+}
+
+func newKarpenter(reg prometheus.Registerer) *karpenter {
+	f := karpmetrics.Families{Reg: reg}
+	k := &karpenter{
+		created: f.NodeClaimsCreated(), disrupted: f.NodeClaimsDisrupted(), scheduling: f.SchedulingDuration(),
+		evaluation: f.DisruptionEvaluationDuration(), decisions: f.DisruptionDecisions(), decisionsByPool: f.DisruptionDecisionsByPool(),
+		eligible: f.DisruptionEligibleNodes(), allowed: f.AllowedDisruptions(), consuming: f.NodesConsumingBudgets(),
+		timeouts: f.ConsolidationTimeouts(), failedValidations: f.FailedValidations(), queueFailures: f.QueueFailures(),
+		nodeCount: f.ClusterStateNodeCount(), synced: f.ClusterStateSynced(), startup: f.PodsStartupDuration(),
+		reconciles: f.Reconciles(), cluster: karpmetrics.NewCluster(), unstarted: map[string]bool{},
+	}
+	reg.MustRegister(k.cluster)
+	for _, t := range []string{consolidationSingle, consolidationMulti} {
+		k.timeouts.WithLabelValues(t) // Karpenter serves both at 0 from the start
+	}
+	return k
+}
+
+// Karpenter's consolidation_type values.
+const (
+	consolidationEmpty  = "empty"
+	consolidationSingle = "single"
+	consolidationMulti  = "multi"
+)
+
+// consolidationType is Karpenter's consolidation_type of a command: empty for emptiness,
+// single or multi for consolidation by how many nodes it removes, none for drift.
+func consolidationType(reason karpv1.DisruptionReason, nodes int) string {
+	switch reason {
+	case karpv1.DisruptionReasonEmpty:
+		return consolidationEmpty
+	case karpv1.DisruptionReasonUnderutilized:
+		if nodes > 1 {
+			return consolidationMulti
+		}
+		return consolidationSingle
+	}
+	return ""
+}
+
+// lowerReason is Karpenter's reason label of its disruption metrics: the reason in lower case.
+func lowerReason(r karpv1.DisruptionReason) string { return strings.ToLower(string(r)) }
+
+// decided counts a decision as Karpenter's disruption queue does when it starts a command.
+func (k *karpenter) decided(d disruption.Decision, pools []string) {
+	decision, reason, ct := strings.ToLower(string(d.Action)), lowerReason(d.Reason), consolidationType(d.Reason, len(d.Claims))
+	k.decisions.WithLabelValues(decision, reason, ct).Inc()
+	for _, p := range pools {
+		k.decisionsByPool.WithLabelValues(p, decision, reason, ct).Inc()
+	}
+}
+
+// claimDisrupted counts a claim the decision deletes.
+func (k *karpenter) claimDisrupted(d disruption.Decision, nc *karpv1.NodeClaim) {
+	k.disrupted.WithLabelValues(lowerReason(d.Reason), claimPool(nc), nc.Labels[karpv1.CapacityTypeLabelKey]).Inc()
+}
+
+// abandoned counts a decision given up (Karpenter's failed command in its queue).
+func (k *karpenter) abandoned(d disruption.Decision) {
+	k.queueFailures.WithLabelValues(strings.ToLower(string(d.Action)), lowerReason(d.Reason), consolidationType(d.Reason, len(d.Claims))).Inc()
+}
+
+// observeDisruption sets the pass's gauges: eligible nodes by reason, each pool's budgets, and
+// the cluster as the pass read it.
+func (s *scheduler) observeDisruption(st *disruptionState) {
+	k := s.metrics.karp
+	eligible := map[karpv1.DisruptionReason]int{karpv1.DisruptionReasonEmpty: 0, karpv1.DisruptionReasonUnderutilized: 0, karpv1.DisruptionReasonDrifted: 0}
+	for _, c := range st.cands {
+		switch {
+		case c.Drifted != "":
+			eligible[karpv1.DisruptionReasonDrifted]++
+		case c.Consolidatable && c.Empty():
+			eligible[karpv1.DisruptionReasonEmpty]++
+		case c.Consolidatable:
+			eligible[karpv1.DisruptionReasonUnderutilized]++
+		}
+	}
+	for r, n := range eligible {
+		k.eligible.WithLabelValues(lowerReason(r)).Set(float64(n))
+	}
+	k.allowed.Reset()
+	k.consuming.Reset()
+	for _, pool := range st.ledger.Pools() {
+		for r := range eligible {
+			allowed, disrupting := st.ledger.Budget(pool, r)
+			k.allowed.WithLabelValues(pool, string(r)).Set(float64(allowed))
+			k.consuming.WithLabelValues(pool, string(r)).Set(float64(disrupting))
+		}
+	}
+	s.observeCluster(st)
+}
+
+// observeCluster replaces the cluster's gauges with what the pass read, and observes the
+// startup of the pods this replica saw unstarted that now run.
+func (s *scheduler) observeCluster(st *disruptionState) {
+	k := s.metrics.karp
+	in := karpmetrics.ClusterInput{Now: st.now}
+	for _, n := range s.cluster.AllNodes() {
+		in.Nodes = append(in.Nodes, karpmetrics.ClusterNode{Node: n, Pods: s.cluster.PodsOn(n.Name)})
+		in.Pods = append(in.Pods, s.cluster.PodsOn(n.Name)...)
+	}
+	in.Pods = append(in.Pods, s.cluster.Unbound()...)
+	for _, p := range st.pools {
+		in.Pools = append(in.Pools, karpmetrics.ClusterPool{Name: p.Name, Usage: corev1.ResourceList(p.Status.Resources),
+			Limits: corev1.ResourceList(p.Spec.Limits)})
+	}
+	k.cluster.Observe(in)
+	k.nodeCount.Set(float64(len(in.Nodes)))
+	k.synced.Set(1) // the pass read from informers that have all listed (Ready)
+	seen := map[string]bool{}
+	for _, p := range in.Pods {
+		uid := string(p.UID)
+		seen[uid] = true
+		switch {
+		case p.Status.Phase != corev1.PodRunning:
+			k.unstarted[uid] = true
+		case k.unstarted[uid]:
+			delete(k.unstarted, uid)
+			k.startup.Observe(runningSince(p).Sub(p.CreationTimestamp.Time).Seconds())
+		}
+	}
+	for uid := range k.unstarted {
+		if !seen[uid] {
+			delete(k.unstarted, uid)
+		}
+	}
+}
+
+// runningSince is when the pod became ready (Karpenter takes the Ready condition's transition),
+// else its start time.
+func runningSince(p *corev1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	if p.Status.StartTime != nil {
+		return p.Status.StartTime.Time
+	}
+	return p.CreationTimestamp.Time
+}
+
+// stoppedLeading clears what only the leader serves.
+func (k *karpenter) stoppedLeading() {
+	k.cluster.Clear()
+	k.eligible.Reset()
+	k.allowed.Reset()
+	k.consuming.Reset()
+	k.nodeCount.Set(0)
+	k.synced.Set(0)
+}
+
+// handleMeasured is handle as controller_runtime_reconcile_* counts it, Karpenter's
+// provisioner.
+func (s *scheduler) handleMeasured(ctx context.Context, batch *podsv1.PendingPodBatch, d bus.Delivery) (err error) {
+	defer func(start time.Time) {
+		s.metrics.karp.reconciles.Observe(karpmetrics.ControllerProvisioner, start, err)
+	}(time.Now())
+	return s.handle(ctx, batch, d)
+}
+
+// disruptMeasured is disrupt as Karpenter's disruption controller is counted.
+func (s *scheduler) disruptMeasured(ctx context.Context) (err error) {
+	defer func(start time.Time) { s.metrics.karp.reconciles.Observe(karpmetrics.ControllerDisruption, start, err) }(time.Now())
+	return s.disrupt(ctx)
+}
