@@ -5,15 +5,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 
-	ec2v1 "github.com/fleetwright/fleetwright/pkg/apis/ec2/v1"
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
@@ -23,16 +20,17 @@ import (
 // metrics.node, metrics.pod and metrics.nodepool controllers): karpenter_nodes_{allocatable,
 // total_pod_requests, total_pod_limits, total_daemon_requests, total_daemon_limits,
 // system_overhead, current_lifetime_seconds}, karpenter_cluster_utilization_percent,
-// karpenter_pods_state and karpenter_nodepools_{usage, limit}. Each Observe replaces the whole
-// snapshot, so a node, pod or pool that is gone has no series left behind; Clear empties it
-// (a replica that stops leading serves none, so sum() across replicas counts each node once).
+// karpenter_pods_{state, unstarted_time_seconds, unbound_time_seconds} and
+// karpenter_nodepools_{usage, limit}. Each Observe replaces the whole snapshot.
+//
+// A node's or pod's nodepool is PoolOf its node's labels, so a node of a v1alpha5 Provisioner
+// is managed and counted under the Provisioner's name (Karpenter v1 reads karpenter.sh/nodepool
+// only; Fleetwright runs both).
 type Cluster struct {
+	snapshot
 	nodeLabels                                                                  []string
 	allocatable, podRequests, podLimits, daemonRequests, daemonLimits, overhead *prometheus.Desc
-	lifetime, utilization, podState, poolUsage, poolLimit                       *prometheus.Desc
-
-	mu      sync.Mutex
-	samples []prometheus.Metric
+	lifetime, utilization, podState, unstarted, unbound, poolUsage, poolLimit   *prometheus.Desc
 }
 
 // ClusterNode is one node and the pods bound to it.
@@ -50,36 +48,10 @@ type ClusterPool struct {
 // ClusterInput is what one pass read.
 type ClusterInput struct {
 	Nodes []ClusterNode
-	Pods  []*corev1.Pod // every pod, bound or not, for karpenter_pods_state
+	Pods  []*corev1.Pod // every pod, bound or not, for karpenter_pods_*
 	Pools []ClusterPool
 	Now   time.Time
 }
-
-// wellKnown maps each well-known label key to Karpenter's metric label name for it: the part
-// after the slash, lower case, dashes as underscores (kubernetes.io/arch → arch,
-// karpenter.k8s.aws/instance-cpu → instance_cpu).
-func wellKnown() map[string]string {
-	out := map[string]string{}
-	for _, key := range slices.Concat(karpv1.WellKnownLabels, ec2v1.WellKnownLabels) {
-		if _, name, ok := strings.Cut(key, "/"); ok {
-			out[key] = strings.ReplaceAll(strings.ToLower(name), "-", "_")
-		}
-	}
-	return out
-}
-
-// NodeLabelNames are the label names of karpenter_nodes_* (without resource_type), sorted.
-func NodeLabelNames() []string {
-	names := map[string]bool{"node_name": true, "phase": true, "managed": true}
-	for _, n := range wellKnown() {
-		names[n] = true
-	}
-	return slices.Sorted(maps.Keys(names))
-}
-
-// PodLabelNames are karpenter_pods_state's label names.
-var PodLabelNames = []string{"name", "namespace", "owner", "node", "scheduled", LabelNodePool, LabelZone, "arch",
-	LabelCapacityType, "instance_type", "phase", "ready", "managed"}
 
 // NewCluster makes the collector; register it on the service's registry.
 func NewCluster() *Cluster {
@@ -88,7 +60,9 @@ func NewCluster() *Cluster {
 	d := func(name, help string, labels []string) *prometheus.Desc {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
-	return &Cluster{
+	pool := []string{LabelResourceType, LabelNodePool}
+	pod := []string{LabelName, LabelNamespace}
+	c := &Cluster{
 		nodeLabels:  nl,
 		allocatable: d("karpenter_nodes_allocatable", "Node allocatable are the resources allocatable by nodes.", withType),
 		podRequests: d("karpenter_nodes_total_pod_requests",
@@ -105,44 +79,21 @@ func NewCluster() *Cluster {
 		podState: d("karpenter_pods_state",
 			"Pod state is the current state of pods. This metric can be used several ways as it is labeled by the pod name, namespace, owner, node, nodepool name, zone, architecture, capacity type, instance type, pod phase, and pod readiness.",
 			PodLabelNames),
+		unstarted: d("karpenter_pods_unstarted_time_seconds", "The time from pod creation until the pod is running.", pod),
+		unbound:   d("karpenter_pods_unbound_time_seconds", "The time from pod creation until the pod is bound.", pod),
 		poolUsage: d("karpenter_nodepools_usage",
-			"The amount of resources that have been provisioned for a nodepool. Labeled by nodepool name and resource type.", []string{LabelResourceType, LabelNodePool}),
+			"The amount of resources that have been provisioned for a nodepool. Labeled by nodepool name and resource type.", pool),
 		poolLimit: d("karpenter_nodepools_limit",
-			"Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by nodepool name and resource type.",
-			[]string{LabelResourceType, LabelNodePool}),
+			"Limits specified on the nodepool that restrict the quantity of resources provisioned. Labeled by nodepool name and resource type.", pool),
 	}
-}
-
-func (c *Cluster) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.allocatable, c.podRequests, c.podLimits, c.daemonRequests, c.daemonLimits, c.overhead,
-		c.lifetime, c.utilization, c.podState, c.poolUsage, c.poolLimit} {
-		ch <- d
-	}
-}
-
-func (c *Cluster) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	samples := c.samples
-	c.mu.Unlock()
-	for _, s := range samples {
-		ch <- s
-	}
-}
-
-// Clear drops every series.
-func (c *Cluster) Clear() {
-	c.mu.Lock()
-	c.samples = nil
-	c.mu.Unlock()
+	c.descs = []*prometheus.Desc{c.allocatable, c.podRequests, c.podLimits, c.daemonRequests, c.daemonLimits, c.overhead,
+		c.lifetime, c.utilization, c.podState, c.unstarted, c.unbound, c.poolUsage, c.poolLimit}
+	return c
 }
 
 // Observe replaces the snapshot with the pass's cluster.
 func (c *Cluster) Observe(in ClusterInput) {
-	var out []prometheus.Metric
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		out = append(out, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...))
-	}
-	wk := wellKnown()
+	var g gauges
 	allocatable, requested := corev1.ResourceList{}, corev1.ResourceList{}
 	nodes := map[string]*corev1.Node{}
 	for _, n := range in.Nodes {
@@ -150,65 +101,98 @@ func (c *Cluster) Observe(in ClusterInput) {
 			continue
 		}
 		nodes[n.Node.Name] = n.Node
-		labels := c.nodeLabelValues(n.Node, wk)
-		var podReq, podLim, dsReq, dsLim corev1.ResourceList
-		for _, p := range n.Pods {
-			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-				continue // no longer holds its requests
-			}
-			req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-			lim := resourcehelper.PodLimits(p, resourcehelper.PodResourcesOptions{})
-			podReq, podLim = add(podReq, req), add(podLim, lim)
-			if podproj.OwnedBy(p, "DaemonSet") {
-				dsReq, dsLim = add(dsReq, req), add(dsLim, lim)
-			}
-		}
-		overhead := corev1.ResourceList{}
-		for name, q := range n.Node.Status.Capacity {
-			q = q.DeepCopy()
-			q.Sub(n.Node.Status.Allocatable[name])
-			overhead[name] = q
-		}
-		for d, list := range map[*prometheus.Desc]corev1.ResourceList{c.allocatable: n.Node.Status.Allocatable, c.podRequests: podReq,
-			c.podLimits: podLim, c.daemonRequests: dsReq, c.daemonLimits: dsLim, c.overhead: overhead} {
-			for _, name := range slices.Sorted(maps.Keys(list)) {
-				gauge(d, value(name, list[name]), append(slices.Clone(labels), resourceType(name))...)
-			}
-		}
-		gauge(c.lifetime, in.Now.Sub(n.Node.CreationTimestamp.Time).Seconds(), labels...)
+		podReq := c.observeNode(&g, n, in.Now)
 		allocatable, requested = add(allocatable, n.Node.Status.Allocatable), add(requested, podReq)
 	}
-	for _, name := range slices.Sorted(maps.Keys(allocatable)) {
-		a := allocatable[name]
-		if a.IsZero() {
-			continue
-		}
-		r := requested[name]
-		gauge(c.utilization, 100*float64(r.MilliValue())/float64(a.MilliValue()), resourceType(name))
-	}
+	observeUtilization(&g, c.utilization, allocatable, requested)
 	for _, p := range in.Pods {
-		gauge(c.podState, 1, podLabelValues(p, nodes[p.Spec.NodeName])...)
+		c.observePod(&g, p, nodes[p.Spec.NodeName], in.Now)
 	}
 	for _, p := range in.Pools {
 		for _, name := range slices.Sorted(maps.Keys(p.Usage)) {
-			gauge(c.poolUsage, value(name, p.Usage[name]), resourceType(name), p.Name)
+			g.set(c.poolUsage, value(name, p.Usage[name]), resourceType(name), p.Name)
 		}
 		for _, name := range slices.Sorted(maps.Keys(p.Limits)) {
-			gauge(c.poolLimit, value(name, p.Limits[name]), resourceType(name), p.Name)
+			g.set(c.poolLimit, value(name, p.Limits[name]), resourceType(name), p.Name)
 		}
 	}
-	c.mu.Lock()
-	c.samples = out
-	c.mu.Unlock()
+	c.replace(g)
 }
 
-func (c *Cluster) nodeLabelValues(n *corev1.Node, wk map[string]string) []string {
-	byName := map[string]string{"node_name": n.Name, "phase": string(n.Status.Phase),
-		"managed": strconv.FormatBool(clusterstate.PoolOf(n.Labels) != "")}
-	for key, name := range wk {
-		byName[name] = n.Labels[key]
+// observeNode adds one node's series and returns its pods' requests. A pod that has finished
+// (Succeeded, Failed) holds no requests, as in Karpenter's cluster state.
+func (c *Cluster) observeNode(g *gauges, n ClusterNode, now time.Time) corev1.ResourceList {
+	labels := c.nodeLabelValues(n.Node)
+	var podReq, podLim, dsReq, dsLim corev1.ResourceList
+	for _, p := range n.Pods {
+		if terminal(p) {
+			continue
+		}
+		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		lim := resourcehelper.PodLimits(p, resourcehelper.PodResourcesOptions{})
+		podReq, podLim = add(podReq, req), add(podLim, lim)
+		if podproj.OwnedBy(p, "DaemonSet") {
+			dsReq, dsLim = add(dsReq, req), add(dsLim, lim)
+		}
 	}
-	byName[LabelNodePool] = clusterstate.PoolOf(n.Labels) // a v1alpha5 node's Provisioner too
+	overhead := corev1.ResourceList{}
+	for name, q := range n.Node.Status.Capacity {
+		q = q.DeepCopy()
+		q.Sub(n.Node.Status.Allocatable[name])
+		overhead[name] = q
+	}
+	for d, list := range map[*prometheus.Desc]corev1.ResourceList{c.allocatable: n.Node.Status.Allocatable, c.podRequests: podReq,
+		c.podLimits: podLim, c.daemonRequests: dsReq, c.daemonLimits: dsLim, c.overhead: overhead} {
+		for _, name := range slices.Sorted(maps.Keys(list)) {
+			g.set(d, value(name, list[name]), append(slices.Clone(labels), resourceType(name))...)
+		}
+	}
+	g.set(c.lifetime, now.Sub(n.Node.CreationTimestamp.Time).Seconds(), labels...)
+	return podReq
+}
+
+// observeUtilization adds karpenter_cluster_utilization_percent as Karpenter computes it: the
+// requests over allocatable, cpu in millicores, the rest in whole units, a resource none of
+// whose nodes allocate any left out.
+func observeUtilization(g *gauges, d *prometheus.Desc, allocatable, requested corev1.ResourceList) {
+	for _, name := range slices.Sorted(maps.Keys(allocatable)) {
+		a, r := allocatable[name], requested[name]
+		if a.Value() == 0 {
+			continue
+		}
+		ratio := float64(r.Value()) / float64(a.Value())
+		if name == corev1.ResourceCPU {
+			ratio = float64(r.MilliValue()) / float64(a.MilliValue())
+		}
+		g.set(d, 100*ratio, resourceType(name))
+	}
+}
+
+// observePod adds karpenter_pods_state, and the time a pod not yet started (not Ready) or not
+// yet bound has waited since its creation. Karpenter sets the last two only for pods its
+// controller saw pending; a snapshot sets them for every such pod, which differs only for pods
+// that were never pending since the service started.
+func (c *Cluster) observePod(g *gauges, p *corev1.Pod, node *corev1.Node, now time.Time) {
+	g.set(c.podState, 1, podLabelValues(p, node)...)
+	if terminal(p) {
+		return
+	}
+	waited := now.Sub(p.CreationTimestamp.Time).Seconds()
+	if _, ready := condition(p, corev1.PodReady); !ready {
+		g.set(c.unstarted, waited, p.Name, p.Namespace)
+	}
+	if _, bound := condition(p, corev1.PodScheduled); p.Status.Phase == corev1.PodPending && !bound {
+		g.set(c.unbound, waited, p.Name, p.Namespace)
+	}
+}
+
+func (c *Cluster) nodeLabelValues(n *corev1.Node) []string {
+	pool := clusterstate.PoolOf(n.Labels)
+	byName := map[string]string{"node_name": n.Name, "phase": string(n.Status.Phase), "managed": strconv.FormatBool(pool != "")}
+	for _, key := range nodeLabelKeys {
+		byName[metricLabelName(key)] = n.Labels[key]
+	}
+	byName[LabelNodePool] = pool
 	out := make([]string, len(c.nodeLabels))
 	for i, name := range c.nodeLabels {
 		out[i] = byName[name]
@@ -216,19 +200,16 @@ func (c *Cluster) nodeLabelValues(n *corev1.Node, wk map[string]string) []string
 	return out
 }
 
+// podLabelValues are karpenter_pods_state's labels, in PodLabelNames' order; owner is the
+// self link Karpenter builds from the first owner reference.
 func podLabelValues(p *corev1.Pod, node *corev1.Node) []string {
 	owner := ""
 	if len(p.OwnerReferences) > 0 {
 		o := p.OwnerReferences[0]
 		owner = "/apis/" + o.APIVersion + "/namespaces/" + p.Namespace + "/" + strings.ToLower(o.Kind) + "s/" + o.Name
 	}
-	ready := false
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			ready = true
-		}
-	}
-	nl := map[string]string{}
+	_, ready := condition(p, corev1.PodReady)
+	var nl map[string]string
 	if node != nil {
 		nl = node.Labels
 	}
@@ -236,6 +217,20 @@ func podLabelValues(p *corev1.Pod, node *corev1.Node) []string {
 	return []string{p.Name, p.Namespace, owner, p.Spec.NodeName, strconv.FormatBool(p.Spec.NodeName != ""), pool,
 		nl[corev1.LabelTopologyZone], nl[corev1.LabelArchStable], nl[karpv1.CapacityTypeLabelKey], nl[corev1.LabelInstanceTypeStable],
 		string(p.Status.Phase), strconv.FormatBool(ready), strconv.FormatBool(pool != "")}
+}
+
+// condition returns the pod's condition of type t and whether it is True.
+func condition(p *corev1.Pod, t corev1.PodConditionType) (corev1.PodCondition, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c, c.Status == corev1.ConditionTrue
+		}
+	}
+	return corev1.PodCondition{}, false
+}
+
+func terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }
 
 func add(into, from corev1.ResourceList) corev1.ResourceList {
@@ -248,17 +243,4 @@ func add(into, from corev1.ResourceList) corev1.ResourceList {
 		into[name] = sum
 	}
 	return into
-}
-
-// value is Karpenter's: cores for cpu, the plain value for the rest.
-func value(name corev1.ResourceName, q resource.Quantity) float64 {
-	if name == corev1.ResourceCPU {
-		return float64(q.MilliValue()) / 1000
-	}
-	return float64(q.Value())
-}
-
-// resourceType is Karpenter's resource_type value: lower case, dashes as underscores.
-func resourceType(name corev1.ResourceName) string {
-	return strings.ReplaceAll(strings.ToLower(string(name)), "-", "_")
 }

@@ -4,24 +4,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Karpenter's label names.
-const (
-	LabelNodePool          = "nodepool"
-	LabelReason            = "reason"
-	LabelResourceType      = "resource_type"
-	LabelCapacityType      = "capacity_type"
-	LabelZone              = "zone"
-	LabelMinValuesRelaxed  = "min_values_relaxed"
-	LabelDecision          = "decision"
-	LabelConsolidationType = "consolidation_type"
-	LabelController        = "controller"
-	LabelMethod            = "method"
-	LabelProvider          = "provider"
-	LabelError             = "error"
-	LabelMessageType       = "message_type"
-	LabelResult            = "result"
-)
-
 // Provider is the provider label of karpenter_cloudprovider_*: the AWS provider's name.
 const Provider = "aws"
 
@@ -132,105 +114,6 @@ func (f Families) SchedulingDuration() *prometheus.HistogramVec {
 		"Duration of scheduling simulations used for deprovisioning and provisioning in seconds.", DurationBuckets(), LabelController)
 }
 
-// Voluntary disruption.
-
-// DisruptionEvaluationDuration is karpenter_voluntary_disruption_decision_evaluation_duration_seconds{reason, consolidation_type}.
-func (f Families) DisruptionEvaluationDuration() *prometheus.HistogramVec {
-	return f.histogram("karpenter_voluntary_disruption_decision_evaluation_duration_seconds",
-		"Duration of the disruption decision evaluation process in seconds. Labeled by method and consolidation type.",
-		DurationBuckets(), LabelReason, LabelConsolidationType)
-}
-
-// DisruptionDecisions is karpenter_voluntary_disruption_decisions_total{decision, reason, consolidation_type}.
-func (f Families) DisruptionDecisions() *prometheus.CounterVec {
-	return f.counter("karpenter_voluntary_disruption_decisions_total",
-		"Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type.",
-		LabelDecision, LabelReason, LabelConsolidationType)
-}
-
-// DisruptionDecisionsByPool is karpenter_voluntary_disruption_decisions_by_nodepool_total.
-func (f Families) DisruptionDecisionsByPool() *prometheus.CounterVec {
-	return f.counter("karpenter_voluntary_disruption_decisions_by_nodepool_total",
-		"Number of disruption decisions performed per nodepool. Labeled by nodepool, disruption decision, reason, and consolidation type.",
-		LabelNodePool, LabelDecision, LabelReason, LabelConsolidationType)
-}
-
-// DisruptionEligibleNodes is karpenter_voluntary_disruption_eligible_nodes{reason}.
-func (f Families) DisruptionEligibleNodes() *prometheus.GaugeVec {
-	return f.gauge("karpenter_voluntary_disruption_eligible_nodes",
-		"Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.", LabelReason)
-}
-
-// ConsolidationTimeouts is karpenter_voluntary_disruption_consolidation_timeouts_total{consolidation_type}.
-func (f Families) ConsolidationTimeouts() *prometheus.CounterVec {
-	return f.counter("karpenter_voluntary_disruption_consolidation_timeouts_total",
-		"Number of times the Consolidation algorithm has reached a timeout. Labeled by consolidation type.", LabelConsolidationType)
-}
-
-// FailedValidations is karpenter_voluntary_disruption_failed_validations_total{consolidation_type}.
-func (f Families) FailedValidations() *prometheus.CounterVec {
-	return f.counter("karpenter_voluntary_disruption_failed_validations_total",
-		"Number of candidates that were selected for disruption but failed validation. Labeled by consolidation type.", LabelConsolidationType)
-}
-
-// QueueFailures is karpenter_voluntary_disruption_queue_failures_total{decision, reason, consolidation_type}.
-func (f Families) QueueFailures() *prometheus.CounterVec {
-	return f.counter("karpenter_voluntary_disruption_queue_failures_total",
-		"The number of times that an enqueued disruption decision failed. Labeled by disruption method.",
-		LabelDecision, LabelReason, LabelConsolidationType)
-}
-
-// AllowedDisruptions is karpenter_nodepools_allowed_disruptions{nodepool, reason}; reason is the
-// budget's (Empty, Drifted, Underutilized).
-func (f Families) AllowedDisruptions() *prometheus.GaugeVec {
-	return f.gauge("karpenter_nodepools_allowed_disruptions",
-		"The number of nodes for a given NodePool that can be concurrently disrupting at a point in time. Labeled by NodePool. Note that allowed disruptions can change very rapidly, as new nodes may be created and others may be deleted at any point.",
-		LabelNodePool, LabelReason)
-}
-
-// NodesConsumingBudgets is karpenter_nodepools_nodes_consuming_budgets{nodepool, reason}.
-func (f Families) NodesConsumingBudgets() *prometheus.GaugeVec {
-	return f.gauge("karpenter_nodepools_nodes_consuming_budgets",
-		"The number of nodes for a given NodePool that are currently consuming disruption budgets. Labeled by NodePool and reason.",
-		LabelNodePool, LabelReason)
-}
-
-// Cloud provider.
-
-// CloudProviderDuration is karpenter_cloudprovider_duration_seconds{controller, method, provider}
-// (Prometheus' default buckets, as Karpenter sets none).
-func (f Families) CloudProviderDuration() *prometheus.HistogramVec {
-	return f.histogram("karpenter_cloudprovider_duration_seconds",
-		"Duration of cloud provider method calls. Labeled by the controller, method name and provider.",
-		prometheus.DefBuckets, LabelController, LabelMethod, LabelProvider)
-}
-
-// CloudProviderErrors is karpenter_cloudprovider_errors_total{controller, method, provider, error}.
-func (f Families) CloudProviderErrors() *prometheus.CounterVec {
-	return f.counter("karpenter_cloudprovider_errors_total", "Total number of errors returned from CloudProvider calls.",
-		LabelController, LabelMethod, LabelProvider, LabelError)
-}
-
-// Interruption.
-
-// InterruptionReceived is karpenter_interruption_received_messages_total{message_type}.
-func (f Families) InterruptionReceived() *prometheus.CounterVec {
-	return f.counter("karpenter_interruption_received_messages_total",
-		"Count of messages received from the SQS queue. Broken down by message type and whether the message was actionable.", LabelMessageType)
-}
-
-// InterruptionDeleted is karpenter_interruption_deleted_messages_total.
-func (f Families) InterruptionDeleted() prometheus.Counter {
-	return reg(f, prometheus.NewCounter(prometheus.CounterOpts{Name: "karpenter_interruption_deleted_messages_total",
-		Help: "Count of messages deleted from the SQS queue."}))
-}
-
-// InterruptionQueueDuration is karpenter_interruption_message_queue_duration_seconds.
-func (f Families) InterruptionQueueDuration() prometheus.Histogram {
-	return reg(f, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "karpenter_interruption_message_queue_duration_seconds",
-		Help: "Amount of time an interruption message is on the queue before it is processed by karpenter.", Buckets: DurationBuckets()}))
-}
-
 // Cluster state.
 
 // ClusterStateNodeCount is karpenter_cluster_state_node_count.
@@ -242,4 +125,79 @@ func (f Families) ClusterStateNodeCount() prometheus.Gauge {
 func (f Families) ClusterStateSynced() prometheus.Gauge {
 	return reg(f, prometheus.NewGauge(prometheus.GaugeOpts{Name: "karpenter_cluster_state_synced",
 		Help: "Returns 1 if cluster state is synced and 0 otherwise. Synced checks that nodeclaims and nodes that are stored in the APIServer have the same representation as Karpenter's cluster state"}))
+}
+
+// ClusterStateUnsyncedTime is karpenter_cluster_state_unsynced_time_seconds.
+func (f Families) ClusterStateUnsyncedTime() prometheus.Gauge {
+	return reg(f, prometheus.NewGauge(prometheus.GaugeOpts{Name: "karpenter_cluster_state_unsynced_time_seconds",
+		Help: "The time for which cluster state is not synced"}))
+}
+
+// Termination of nodes and claims.
+
+// NodesLifetimeDuration is karpenter_nodes_lifetime_duration_seconds{nodepool}, observed when
+// a node is deleted.
+func (f Families) NodesLifetimeDuration() *prometheus.HistogramVec {
+	return f.histogram("karpenter_nodes_lifetime_duration_seconds", "The lifetime duration of the nodes since creation.",
+		lifetimeBuckets(), LabelNodePool)
+}
+
+// lifetimeBuckets are Karpenter's for a node's lifetime: 15 minutes to 30 days.
+func lifetimeBuckets() []float64 {
+	const minute, hour, day = 60.0, 3600.0, 86400.0
+	return []float64{15 * minute, 30 * minute, 45 * minute, hour, 2 * hour, 4 * hour, 6 * hour, 8 * hour, 10 * hour, 12 * hour,
+		16 * hour, 20 * hour, day, 2 * day, 3 * day, 5 * day, 10 * day, 15 * day, 20 * day, 25 * day, 30 * day}
+}
+
+// NodeClaimsTerminationDuration is karpenter_nodeclaims_termination_duration_seconds{nodepool}:
+// from the claim's deletion until its finalizer goes (buckets 1 s doubling to 2048 s).
+func (f Families) NodeClaimsTerminationDuration() *prometheus.HistogramVec {
+	return f.histogram("karpenter_nodeclaims_termination_duration_seconds", "Duration of NodeClaim termination in seconds.",
+		prometheus.ExponentialBuckets(1, 2, 12), LabelNodePool)
+}
+
+// NodeClaimsInstanceTerminationDuration is
+// karpenter_nodeclaims_instance_termination_duration_seconds{nodepool}: from the claim's
+// InstanceTerminating condition until the cloud says the instance is gone (1 s to 1024 s).
+func (f Families) NodeClaimsInstanceTerminationDuration() *prometheus.HistogramVec {
+	return f.histogram("karpenter_nodeclaims_instance_termination_duration_seconds", "Duration of CloudProvider Instance termination in seconds.",
+		prometheus.ExponentialBuckets(1, 2, 11), LabelNodePool)
+}
+
+// PodsEvictionRequests is karpenter_pods_eviction_requests_total{code}: each Eviction API call
+// by its HTTP status ("200" when it was granted).
+func (f Families) PodsEvictionRequests() *prometheus.CounterVec {
+	return f.counter("karpenter_pods_eviction_requests_total",
+		"The total number of pod eviction requests made by Karpenter, labeled by response code", LabelCode)
+}
+
+// Pods and provisioning.
+
+// PodsBoundDuration is the histogram karpenter_pods_bound_duration_seconds (no labels).
+func (f Families) PodsBoundDuration() prometheus.Histogram {
+	return reg(f, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "karpenter_pods_bound_duration_seconds",
+		Help: "The time from pod creation until the pod is bound.", Buckets: DurationBuckets()}))
+}
+
+// PodsSchedulingDecisionDuration is karpenter_pods_scheduling_decision_duration_seconds: from
+// a pod seen pending until the scheduler first tries to place it.
+func (f Families) PodsSchedulingDecisionDuration() prometheus.Histogram {
+	return reg(f, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "karpenter_pods_scheduling_decision_duration_seconds",
+		Help: "The time it takes for Karpenter to first try to schedule a pod after it's been seen.", Buckets: DurationBuckets()}))
+}
+
+// SchedulerQueueDepth is karpenter_scheduler_queue_depth{controller, scheduling_id}.
+func (f Families) SchedulerQueueDepth() *prometheus.GaugeVec {
+	return f.gauge("karpenter_scheduler_queue_depth", "The number of pods currently waiting to be scheduled.", LabelController, "scheduling_id")
+}
+
+// SchedulerUnschedulablePods is karpenter_scheduler_unschedulable_pods_count{controller}.
+func (f Families) SchedulerUnschedulablePods() *prometheus.GaugeVec {
+	return f.gauge("karpenter_scheduler_unschedulable_pods_count", "The number of unschedulable Pods.", LabelController)
+}
+
+// SchedulerIgnoredPods is karpenter_scheduler_ignored_pods_count (no labels).
+func (f Families) SchedulerIgnoredPods() prometheus.Gauge {
+	return reg(f, prometheus.NewGauge(prometheus.GaugeOpts{Name: "karpenter_scheduler_ignored_pods_count",
+		Help: "Number of pods ignored during scheduling by Karpenter"}))
 }

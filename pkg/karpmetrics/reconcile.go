@@ -20,19 +20,38 @@ const (
 	ControllerNodeClaimGC         = "nodeclaim.garbagecollection" // terminator: an orphan pass
 )
 
-// Reconciles is controller-runtime's controller_runtime_reconcile_total{controller, result}
-// and controller_runtime_reconcile_time_seconds{controller}.
+// Reconciles is controller-runtime's controller_runtime_reconcile_total{controller, result},
+// controller_runtime_reconcile_errors_total{controller} and
+// controller_runtime_reconcile_time_seconds{controller}.
 type Reconciles struct {
-	total *prometheus.CounterVec
-	time  *prometheus.HistogramVec
+	total  *prometheus.CounterVec
+	errors *prometheus.CounterVec
+	time   *prometheus.HistogramVec
 }
 
 // Reconciles registers both families.
 func (f Families) Reconciles() *Reconciles {
 	return &Reconciles{
 		total: f.counter("controller_runtime_reconcile_total", "Total number of reconciliations per controller", LabelController, LabelResult),
+		errors: f.counter("controller_runtime_reconcile_errors_total", "Total number of reconciliation errors per controller",
+			LabelController),
 		time: f.histogram("controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per controller",
 			reconcileBuckets(), LabelController),
+	}
+}
+
+// controller-runtime's result values; Fleetwright's loops requeue on a timer, not by result,
+// so only success and error ever count, but all four are served, as controller-runtime does.
+var results = []string{"error", "requeue_after", "requeue", "success"}
+
+// Init serves the controller's series at 0, as controller-runtime does when a controller
+// starts, so a rate() over them has a start.
+func (r *Reconciles) Init(controllers ...string) {
+	for _, c := range controllers {
+		for _, res := range results {
+			r.total.WithLabelValues(c, res)
+		}
+		r.errors.WithLabelValues(c)
 	}
 }
 
@@ -42,6 +61,7 @@ func (r *Reconciles) Observe(controller string, start time.Time, err error) {
 	result := "success"
 	if err != nil {
 		result = "error"
+		r.errors.WithLabelValues(controller).Inc()
 	}
 	r.total.WithLabelValues(controller, result).Inc()
 	r.time.WithLabelValues(controller).Observe(time.Since(start).Seconds())
