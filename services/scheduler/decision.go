@@ -24,6 +24,7 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/disruption"
+	"github.com/fleetwright/fleetwright/pkg/karpmetrics"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
 
@@ -275,7 +276,7 @@ func (s *scheduler) launch(ctx context.Context, st *disruptionState, d disruptio
 		plans = plan.NodeClaims
 	}
 	for i, r := range plans {
-		if err := s.launchReplacement(ctx, st, r, d.Replacements[i], d.Claims); err != nil {
+		if err := s.launchReplacement(ctx, st, r, d.Replacements[i], d.Claims, karpmetrics.LowerReason(d.Reason)); err != nil {
 			return err
 		}
 	}
@@ -284,7 +285,13 @@ func (s *scheduler) launch(ctx context.Context, st *disruptionState, d disruptio
 
 // launchReplacement creates a replacement claim (once: it has a fixed name) and publishes its
 // launch intent.
-func (s *scheduler) launchReplacement(ctx context.Context, st *disruptionState, r scheduling.NodeClaim, name string, replaces []string) error {
+//
+// karpReason is the claim's reason in karpenter_nodeclaims_created_total: the decision's reason
+// in lower case, or createdProvisioned for an interrupted node's, whose pods Karpenter would
+// provision anew.
+func (s *scheduler) launchReplacement(ctx context.Context, st *disruptionState, r scheduling.NodeClaim, name string, replaces []string,
+	karpReason string,
+) error {
 	p, ok := st.v.pool(r.NodePool)
 	if !ok {
 		return fmt.Errorf("replacing: nodepool %q is gone", r.NodePool)
@@ -304,7 +311,7 @@ func (s *scheduler) launchReplacement(ctx context.Context, st *disruptionState, 
 		return err
 	}
 	s.recent.addClaim(nc.Name)
-	s.metrics.claimCreated(createdForDisruption, r.NodePool)
+	s.metrics.claimCreated(createdForDisruption, karpReason, r.NodePool)
 	s.rt.Log.Info().Ctx(ctx).Str("nodeclaim", nc.Name).Str("nodepool", r.NodePool).Strs("replaces", replaces).
 		Strs("instance-types", firstN(r.InstanceTypes, 5)).Float64("price", r.PriceUSDPerHour).Msg("created replacement nodeclaim")
 	return s.publishIntent(ctx, created{state: claimStateOf(nc)}, st.v, "disruption")

@@ -78,7 +78,7 @@ func (s *scheduler) onInterruption(ctx context.Context, ev *interruptionv1.Inter
 	var names []string
 	for i, c := range plan.NodeClaims {
 		name := replacementName(c.NodePool, []*karpv1.NodeClaim{nc}, i)
-		if err := s.launchReplacement(ctx, st, c, name, []string{nc.Name}); err != nil {
+		if err := s.launchReplacement(ctx, st, c, name, []string{nc.Name}, createdProvisioned); err != nil {
 			return err
 		}
 		names = append(names, name)

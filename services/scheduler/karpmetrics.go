@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,11 +28,16 @@ type karpenter struct {
 	eligible, allowed, consuming *prometheus.GaugeVec
 	timeouts, failedValidations  *prometheus.CounterVec
 	queueFailures                *prometheus.CounterVec
-	nodeCount, synced            prometheus.Gauge
+	nodeCount, synced, unsynced  prometheus.Gauge
+	unschedulable                *prometheus.GaugeVec
 	startup                      prometheus.Summary
+	bound                        prometheus.Histogram
 	reconciles                   *karpmetrics.Reconciles
 	cluster                      *karpmetrics.Cluster
-	unstarted                    map[string]bool // pods seen not yet running, by UID, for startup
+	// startups counts from the first pass of this replica's leading (nil before it); the
+	// election's callback clears it while a last pass may still be running, hence mu.
+	mu       sync.Mutex
+	startups *karpmetrics.Startups
 }
 
 func newKarpenter(reg prometheus.Registerer) *karpenter {
@@ -41,10 +47,12 @@ func newKarpenter(reg prometheus.Registerer) *karpenter {
 		evaluation: f.DisruptionEvaluationDuration(), decisions: f.DisruptionDecisions(), decisionsByPool: f.DisruptionDecisionsByPool(),
 		eligible: f.DisruptionEligibleNodes(), allowed: f.AllowedDisruptions(), consuming: f.NodesConsumingBudgets(),
 		timeouts: f.ConsolidationTimeouts(), failedValidations: f.FailedValidations(), queueFailures: f.QueueFailures(),
-		nodeCount: f.ClusterStateNodeCount(), synced: f.ClusterStateSynced(), startup: f.PodsStartupDuration(),
-		reconciles: f.Reconciles(), cluster: karpmetrics.NewCluster(), unstarted: map[string]bool{},
+		nodeCount: f.ClusterStateNodeCount(), synced: f.ClusterStateSynced(), unsynced: f.ClusterStateUnsyncedTime(),
+		unschedulable: f.SchedulerUnschedulablePods(), startup: f.PodsStartupDuration(), bound: f.PodsBoundDuration(),
+		reconciles: f.Reconciles(), cluster: karpmetrics.NewCluster(),
 	}
 	reg.MustRegister(k.cluster)
+	k.reconciles.Init(karpmetrics.ControllerProvisioner, karpmetrics.ControllerDisruption)
 	for _, t := range []string{consolidationSingle, consolidationMulti} {
 		k.timeouts.WithLabelValues(t) // Karpenter serves both at 0 from the start
 	}
@@ -73,8 +81,8 @@ func consolidationType(reason karpv1.DisruptionReason, nodes int) string {
 	return ""
 }
 
-// lowerReason is Karpenter's reason label of its disruption metrics: the reason in lower case.
-func lowerReason(r karpv1.DisruptionReason) string { return strings.ToLower(string(r)) }
+// lowerReason is Karpenter's reason label of its disruption metrics.
+var lowerReason = karpmetrics.LowerReason
 
 // decided counts a decision as Karpenter's disruption queue does when it starts a command.
 func (k *karpenter) decided(d disruption.Decision, pools []string) {
@@ -141,38 +149,16 @@ func (s *scheduler) observeCluster(st *disruptionState) {
 	}
 	k.cluster.Observe(in)
 	k.nodeCount.Set(float64(len(in.Nodes)))
-	k.synced.Set(1) // the pass read from informers that have all listed (Ready)
-	seen := map[string]bool{}
-	for _, p := range in.Pods {
-		uid := string(p.UID)
-		seen[uid] = true
-		switch {
-		case p.Status.Phase != corev1.PodRunning:
-			k.unstarted[uid] = true
-		case k.unstarted[uid]:
-			delete(k.unstarted, uid)
-			k.startup.Observe(runningSince(p).Sub(p.CreationTimestamp.Time).Seconds())
-		}
+	// The pass read from informers that have all listed (Ready), so the state it saw is the
+	// API server's as of their last event: synced, for no time unsynced.
+	k.synced.Set(1)
+	k.unsynced.Set(0)
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.startups == nil {
+		k.startups = karpmetrics.NewStartups(k.startup, k.bound, st.now)
 	}
-	for uid := range k.unstarted {
-		if !seen[uid] {
-			delete(k.unstarted, uid)
-		}
-	}
-}
-
-// runningSince is when the pod became ready (Karpenter takes the Ready condition's transition),
-// else its start time.
-func runningSince(p *corev1.Pod) time.Time {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return c.LastTransitionTime.Time
-		}
-	}
-	if p.Status.StartTime != nil {
-		return p.Status.StartTime.Time
-	}
-	return p.CreationTimestamp.Time
+	k.startups.Observe(in.Pods)
 }
 
 // stoppedLeading clears what only the leader serves.
@@ -183,6 +169,11 @@ func (k *karpenter) stoppedLeading() {
 	k.consuming.Reset()
 	k.nodeCount.Set(0)
 	k.synced.Set(0)
+	k.unsynced.Set(0)
+	k.unschedulable.Reset()
+	k.mu.Lock()
+	k.startups = nil // a replica that leads again counts the pods that start from then on
+	k.mu.Unlock()
 }
 
 // handleMeasured is handle as controller_runtime_reconcile_* counts it, Karpenter's

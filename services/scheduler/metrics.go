@@ -6,11 +6,13 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/service"
 )
 
-// Reasons of fleetwright_scheduler_nodeclaims_created_total, Karpenter's values of
-// karpenter_nodeclaims_created_total's reason.
+// Reasons of fleetwright_scheduler_nodeclaims_created_total. Karpenter's
+// karpenter_nodeclaims_created_total says createdProvisioned for the first, and the decision's
+// reason in lower case (underutilized, drifted, empty) for the second (claimCreated).
 const (
 	createdForProvisioning = "provisioning"
 	createdForDisruption   = "disruption"
+	createdProvisioned     = "provisioned" // Karpenter's metrics.ProvisionedReason
 )
 
 type metrics struct {
@@ -42,10 +44,11 @@ type metrics struct {
 	karp              *karpenter // Karpenter's families (karpmetrics.go)
 }
 
-// claimCreated counts a NodeClaim created, in ours and Karpenter's families.
-func (m *metrics) claimCreated(reason, pool string) {
+// claimCreated counts a NodeClaim created, in ours (reason) and Karpenter's (karpReason)
+// families; min_values_relaxed is always false: Fleetwright's minValues are Strict.
+func (m *metrics) claimCreated(reason, karpReason, pool string) {
 	m.claims.WithLabelValues(reason, pool).Inc()
-	m.karp.created.WithLabelValues(reason, pool, "false").Inc()
+	m.karp.created.WithLabelValues(karpReason, pool, "false").Inc()
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {

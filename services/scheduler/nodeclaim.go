@@ -257,7 +257,7 @@ func (s *scheduler) createPlanned(ctx context.Context, c scheduling.NodeClaim, v
 		}
 		s.remember(nc.Name, noms, nil)
 	} else {
-		s.metrics.claimCreated(createdForProvisioning, c.NodePool)
+		s.metrics.claimCreated(createdForProvisioning, createdProvisioned, c.NodePool)
 		log.Info().Str("nodeclaim", nc.Name).Str("nodepool", c.NodePool).Str("requests", scheduling.FormatResources(c.Requests)).
 			Int("instance-types", len(c.InstanceTypes)).Strs("zones", c.Zones).Strs("capacity-types", c.CapacityTypes).
 			Float64("price", c.PriceUSDPerHour).Int("pods", len(pods)).Msg("created nodeclaim")
