@@ -25,6 +25,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/catalogkv"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/faultpoint"
+	"github.com/fleetwright/fleetwright/pkg/karpmetrics"
 	"github.com/fleetwright/fleetwright/pkg/offerings"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -415,9 +416,10 @@ func (l *launcher) launch(ctx context.Context, claim claimState, log zerolog.Log
 		start := l.now()
 		got, exhausted, err := createFleet(ctx, l.api, req)
 		l.metrics.createFleet.Observe(l.now().Sub(start).Seconds())
-		l.metrics.karp.cloudCall("Create", l.now().Sub(start), err)
+		l.metrics.karp.cloudCall(karpmetrics.MethodCreate, l.now().Sub(start), err)
 		for _, o := range exhausted {
 			l.markUnavailable(ctx, o, claim.Name, log)
+			l.metrics.karp.launchFailed(o, zoneIDOf(subnets, o.Zone))
 		}
 		if err != nil {
 			l.metrics.fleetErrors.WithLabelValues(fleetErrorCode(err)).Inc()

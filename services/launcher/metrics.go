@@ -1,14 +1,7 @@
 package main
 
 import (
-	"context"
-	"time"
-
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/fleetwright/fleetwright/pkg/bus"
-	"github.com/fleetwright/fleetwright/pkg/karpmetrics"
-	launchv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/launch/v1"
 
 	"github.com/fleetwright/fleetwright/pkg/service"
 )
@@ -26,37 +19,6 @@ type metrics struct {
 	karp        *karpenter    // Karpenter's families
 }
 
-// karpenter are the Karpenter metric families the launcher serves (pkg/karpmetrics): its
-// cloud provider calls, the nodes it registers, and its loops as controller-runtime counts them.
-type karpenter struct {
-	nodesCreated *prometheus.CounterVec
-	cpDuration   *prometheus.HistogramVec
-	cpErrors     *prometheus.CounterVec
-	reconciles   *karpmetrics.Reconciles
-}
-
-// cloudCall counts one cloud provider method as Karpenter's decorator does: its duration, and
-// an error by Karpenter's error type ("" for one it does not name).
-func (k *karpenter) cloudCall(method string, took time.Duration, err error) {
-	k.cpDuration.WithLabelValues(karpmetrics.ControllerNodeClaimLifecycle, method, karpmetrics.Provider).Observe(took.Seconds())
-	if err == nil {
-		return
-	}
-	kind := ""
-	if IsInsufficientCapacity(err) {
-		kind = "InsufficientCapacityError"
-	}
-	k.cpErrors.WithLabelValues(karpmetrics.ControllerNodeClaimLifecycle, method, karpmetrics.Provider, kind).Inc()
-}
-
-// handleMeasured is handle as controller_runtime_reconcile_* counts it.
-func (l *launcher) handleMeasured(ctx context.Context, intent *launchv1.LaunchIntent, d bus.Delivery) (err error) {
-	defer func(start time.Time) {
-		l.metrics.karp.reconciles.Observe(karpmetrics.ControllerNodeClaimLifecycle, start, err)
-	}(time.Now())
-	return l.handle(ctx, intent, d)
-}
-
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := service.Metrics{Reg: reg}
 	m := &metrics{
@@ -70,9 +32,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		drifted: f.GaugeVec("fleetwright_nodeclaims_drifted", "Launched NodeClaims that are drifted, by pool and drift reason "+
 			"(NodePoolDrifted, RequirementsDrifted, NodeClassDrift, AMIDrift, SecurityGroupDrift, SubnetDrift).", "nodepool", "reason"),
 	}
-	k := karpmetrics.Families{Reg: reg}
-	m.karp = &karpenter{nodesCreated: k.NodesCreated(), cpDuration: k.CloudProviderDuration(), cpErrors: k.CloudProviderErrors(),
-		reconciles: k.Reconciles()}
+	m.karp = newKarpenter(reg)
 	m.fleet = newFleetMetrics()
 	reg.MustRegister(m.fleet)
 	return m

@@ -51,6 +51,9 @@ func (s *statuses) pass(ctx context.Context) error {
 	launched := s.launchedByPool()
 	pools := clusterstate.List[karpv1.NodePool](s.cache.NodePools, nil)
 	s.l.metrics.fleet.observe(pools, launched, s.cache.Claims(), catalogPrice(s.l.types.Lookup))
+	if cat, version, err := s.l.types.Catalog(); err == nil {
+		s.l.metrics.karp.observeCatalog(cat, version)
+	}
 	for _, np := range pools {
 		next := np.DeepCopy()
 		poolStatus(next, launched[np.Name], ready)
