@@ -17,7 +17,7 @@ const (
 	ControllerNodeClaimDisruption = "nodeclaim.disruption"        // launcher: drift recorded on claims
 	ControllerNodeTermination     = "node.termination"            // terminator: a node drained
 	ControllerInterruption        = "interruption"                // terminator: an interruption message
-	ControllerNodeClaimGC         = "nodeclaim.garbagecollection" // terminator: an orphan pass
+	ControllerInstanceGC          = "instance.garbagecollection"  // terminator: an orphan pass (the AWS provider's)
 )
 
 // Reconciles is controller-runtime's controller_runtime_reconcile_total{controller, result},
@@ -53,6 +53,14 @@ func (r *Reconciles) Init(controllers ...string) {
 		}
 		r.errors.WithLabelValues(c)
 	}
+}
+
+// ObserveRequeue counts one reconciliation of controller that started at start and has more
+// to do later (a drain still going): requeue_after, as controller-runtime counts a result with
+// RequeueAfter, neither a success nor an error.
+func (r *Reconciles) ObserveRequeue(controller string, start time.Time) {
+	r.total.WithLabelValues(controller, "requeue_after").Inc()
+	r.time.WithLabelValues(controller).Observe(time.Since(start).Seconds())
 }
 
 // Observe counts one reconciliation of controller that started at start and ended with err

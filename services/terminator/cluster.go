@@ -35,7 +35,9 @@ type claimRef struct {
 	InstanceID string
 	ProviderID string
 	Pool       string
-	Grace      *time.Duration // terminationGracePeriod; nil waits for the drain
+	// CapacityType is the claim's karpenter.sh/capacity-type (spot, on-demand).
+	CapacityType string
+	Grace        *time.Duration // terminationGracePeriod; nil waits for the drain
 }
 
 // kube reads the cluster from the shared informer cache and writes straight to the API server.
@@ -92,7 +94,7 @@ func registerBy(nc *karpv1.NodeClaim, ttl time.Duration) time.Time {
 // refOf describes a NodeClaim.
 func refOf(nc *karpv1.NodeClaim) claimRef {
 	r := claimRef{Name: nc.Name, UID: string(nc.UID), NodeName: nc.Status.NodeName, ProviderID: nc.Status.ProviderID,
-		InstanceID: ec2v1.InstanceID(nc.Status.ProviderID), Pool: clusterstate.PoolOf(nc.Labels)}
+		InstanceID: ec2v1.InstanceID(nc.Status.ProviderID), Pool: clusterstate.PoolOf(nc.Labels), CapacityType: nc.Labels[karpv1.CapacityTypeLabelKey]}
 	if g := nc.Spec.TerminationGracePeriod; g != nil {
 		d := g.Duration
 		r.Grace = &d

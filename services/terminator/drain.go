@@ -107,7 +107,7 @@ func (e *executor) drain(ctx context.Context, node string, pol drainPolicy, budg
 				}
 			case evictPod:
 				busy = true
-				refused = e.evict(ctx, node, s.Pod, budgets, st, log) || refused
+				refused = e.evict(ctx, node, s.Pod, pol.Reason, budgets, st, log) || refused
 			case awaitPod:
 				busy = true
 			}
@@ -173,12 +173,15 @@ func (e *executor) pause(ctx context.Context, d time.Duration) {
 // evict asks the Eviction API to evict one pod; it reports whether the eviction was refused
 // and is to be retried with backoff: a 429 (a PodDisruptionBudget said no) or any other error
 // (a 500 for a pod under two budgets, a webhook's denial, an API server in trouble).
-func (e *executor) evict(ctx context.Context, node string, p *corev1.Pod, budgets map[string][]policyv1.PodDisruptionBudget, st *drainStats, log zerolog.Logger) bool {
+func (e *executor) evict(ctx context.Context, node string, p *corev1.Pod, reason string, budgets map[string][]policyv1.PodDisruptionBudget,
+	st *drainStats, log zerolog.Logger,
+) bool {
 	uid := p.UID
 	err := e.cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
 		ObjectMeta:    metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
 	})
+	e.metrics.karp.evicted(err, reason)
 	switch {
 	case err == nil:
 		st.Evicted++

@@ -36,6 +36,9 @@ type drainPolicy struct {
 	// time of its choosing whatever the drain does. Every other drain leaves them be until
 	// Deadline.
 	Interruption bool
+	// Reason is what the pods are drained for, in Karpenter's words: the claim's disruption
+	// reason, or "Forceful Termination" (karpenter_pods_drained_total).
+	Reason string
 }
 
 // podAction is what a drain round does about one pod.

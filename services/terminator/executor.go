@@ -151,7 +151,9 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 	asked := claim != nil && claim.IsTrue(karpv1.ConditionTypeInstanceTerminating)
 	if !asked {
 		tctx, span := tracer.Start(ctx, "terminator.terminate-instance", trace.WithAttributes(attribute.String("fleetwright.instance_id", res.Instance)))
+		terminating := e.now()
 		err = terminateInstance(tctx, e.ec2, e.cluster, res.Instance)
+		e.metrics.karp.instanceTerminated(claim, node, e.now().Sub(terminating), err)
 		endSpan(span, err)
 		if err != nil {
 			return res, err
@@ -174,6 +176,11 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 		if err != nil {
 			return res, err
 		}
+		if left == nil {
+			// Counted once, when the Node is gone: a Node held by another's finalizer is
+			// released again on every delivery until it goes.
+			e.metrics.karp.nodeDeleted(node, claim, e.now())
+		}
 		if left != nil && claim != nil {
 			return res, fmt.Errorf("node %s is deleted but held by finalizers %v: nodeclaim %s is kept until it is gone: %w",
 				node.Name, left.Finalizers, claim.Name, errNodeHeld)
@@ -183,6 +190,7 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 		if err := e.k.claims.release(ctx, claim.Name); err != nil {
 			return res, err
 		}
+		e.metrics.karp.claimDeleted(claim, e.now())
 		log.Info().Str("nodeclaim", claim.Name).Msg("deleted nodeclaim")
 	}
 	res.Outcome = terminationv1.TerminationOutcome_TERMINATION_OUTCOME_TERMINATED
@@ -195,7 +203,7 @@ func (e *executor) execute(ctx context.Context, in *terminationv1.TerminationInt
 func (e *executor) drainNode(ctx context.Context, claim *karpv1.NodeClaim, node *corev1.Node, in *terminationv1.TerminationIntent, interruption bool,
 	budget time.Time, res *result, log zerolog.Logger, beat func(),
 ) error {
-	pol := drainPolicy{Deadline: drainDeadline(claim, in, interruption, e.now()), Interruption: interruption}
+	pol := drainPolicy{Deadline: drainDeadline(claim, in, interruption, e.now()), Interruption: interruption, Reason: drainReason(claim)}
 	e.recordDeadline(ctx, claim, pol.Deadline, log)
 	started := e.now()
 	if claim != nil && claim.DeletionTimestamp != nil {
@@ -213,6 +221,7 @@ func (e *executor) drainNode(ctx context.Context, claim *karpv1.NodeClaim, node 
 		return errStillDraining
 	}
 	res.Drain = e.now().Sub(started)
+	e.metrics.karp.drained(claim)
 	l := log.Info().Str("node", node.Name).Dur("took", res.Drain)
 	if !pol.Deadline.IsZero() {
 		l = l.Dur("before_deadline", pol.Deadline.Sub(e.now())) // negative: pods were deleted at the deadline

@@ -21,6 +21,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/clock"
 	"github.com/fleetwright/fleetwright/pkg/disruption"
+	"github.com/fleetwright/fleetwright/pkg/karpmetrics"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	interruptionv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/interruption/v1"
@@ -264,12 +265,14 @@ func (p *poller) run(ctx context.Context) error {
 	}
 	p.log.Info().Str("queue", p.queueURL).Msg("polling interruption queue")
 	for ctx.Err() == nil {
+		start := time.Now() // the long poll included, as in Karpenter, whose receive waits too
 		out, err := p.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(p.queueURL), MaxNumberOfMessages: 10, VisibilityTimeout: 30,
 			WaitTimeSeconds: int32(p.wait / time.Second), MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{"SentTimestamp"},
 		})
 		if err != nil {
 			if ctx.Err() == nil {
+				p.metrics.karp.reconciles.Observe(karpmetrics.ControllerInterruption, start, err)
 				p.log.Warn().Err(err).Msg("receiving interruption messages")
 				clock.Sleep(ctx, 2*time.Second)
 			}
@@ -278,6 +281,9 @@ func (p *poller) run(ctx context.Context) error {
 		for _, m := range out.Messages {
 			p.handle(ctx, m)
 		}
+		// Karpenter's interruption controller is one reconcile per receive, its messages
+		// handled within it.
+		p.metrics.karp.reconciles.Observe(karpmetrics.ControllerInterruption, start, nil)
 	}
 	return nil
 }
@@ -307,17 +313,24 @@ func (p *poller) handle(ctx context.Context, m sqstypes.Message) {
 		}
 	case n.Kind == commonv1.InterruptionKind_INTERRUPTION_KIND_UNSPECIFIED:
 		p.metrics.interruptions.WithLabelValues("unknown").Inc()
+		p.metrics.karp.received.WithLabelValues(karpmetrics.MessageNoOp).Inc()
 		log.Info().Str("source", n.Source).Str("detail_type", n.DetailType).Msg("ignoring interruption message of unknown kind")
 	default:
 		p.metrics.interruptions.WithLabelValues(kindName(n.Kind)).Inc()
+		p.metrics.karp.received.WithLabelValues(messageType(n.Kind, n.State)).Inc()
 		if err := p.publish(ctx, n, aws.ToString(m.MessageId), received, log); err != nil {
 			log.Error().Err(err).Msg("publishing interruption; the message stays queued")
 			return
 		}
+		if !n.Time.IsZero() {
+			p.metrics.karp.queueDuration.Observe(p.now().Sub(n.Time).Seconds()) // from the event, as Karpenter's StartTime
+		}
 	}
 	if _, err := p.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(p.queueURL), ReceiptHandle: m.ReceiptHandle}); err != nil {
 		log.Warn().Err(err).Msg("deleting interruption message")
+		return
 	}
+	p.metrics.karp.deleted.Inc()
 }
 
 func (p *poller) publish(ctx context.Context, n notice, messageID string, received time.Time, log zerolog.Logger) error {
@@ -351,6 +364,7 @@ func (p *poller) handleEvent(ctx context.Context, ev *interruptionv1.Interruptio
 			return fmt.Errorf("publishing termination intent: %w", err)
 		}
 		p.metrics.decisions.WithLabelValues(reasonName(in.GetReason())).Inc()
+		p.metrics.karp.interrupted(c, messageType(ev.GetKind(), ev.GetState()))
 		l.Info().Str("node", c.NodeName).Str("nodeclaim", c.Name).Msg("initiating termination for interruption")
 	}
 	return nil

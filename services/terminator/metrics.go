@@ -15,6 +15,7 @@ type metrics struct {
 	decisions     *prometheus.CounterVec
 	orphans       prometheus.Counter
 	orphansKept   prometheus.Gauge
+	karp          *karpenter // Karpenter's families (karpmetrics.go)
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,6 +33,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		interruptions: f.CounterVec("fleetwright_interruption_messages_total",
 			"SQS interruption messages by kind (spot_interruption, rebalance_recommendation, scheduled_change, state_change, unknown).", "kind"),
 		decisions: f.CounterVec("fleetwright_terminator_decisions_total", "Termination intents published, by reason.", "reason"),
+		karp:      newKarpenter(reg),
 		orphans:   f.Counter("fleetwright_terminator_orphans_terminated_total", "Instances tagged as this cluster's that no NodeClaim owned, terminated."),
 		orphansKept: f.Gauge("fleetwright_terminator_orphans_kept", "Instances tagged as this cluster's that no NodeClaim owns, kept at the last garbage collection because "+
 			"a registered Node runs on them (delete the Node to end one)."),

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetwright/fleetwright/pkg/bus"
+	"github.com/fleetwright/fleetwright/pkg/karpmetrics"
 	"github.com/fleetwright/fleetwright/pkg/sdkhttp"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -68,7 +69,10 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	})
 	g.Go(func() error {
 		return service.Every(gctx, cfg.GCInterval, func() {
-			if err := gc.collect(gctx); err != nil && gctx.Err() == nil {
+			start := time.Now()
+			err := gc.collect(gctx)
+			m.karp.reconciles.Observe(karpmetrics.ControllerInstanceGC, start, err)
+			if err != nil && gctx.Err() == nil {
 				rt.Log.Warn().Err(err).Msg("collecting orphaned instances")
 			}
 		})
@@ -102,7 +106,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 					Durable: lane.durable, Subject: rt.Bus.Prefix().Of(lane.leaf),
 					AckWait: cfg.IntentAckWait, HandlerTimeout: cfg.DrainSlice, MaxDeliver: -1, Batch: 1,
 					NakDelays: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second},
-				}, ex.handle)
+				}, ex.handleMeasured)
 			})
 		}
 	}
