@@ -1,20 +1,30 @@
-// Package karpmetrics holds Karpenter's metric families as Karpenter v1.14 defines them (the
-// names, types, help, label names, buckets and summary objectives of sigs.k8s.io/karpenter and
-// of controller-runtime's reconcile metrics), so each service exports the ones that belong to
-// its job beside its own fleetwright_* metrics, and Karpenter's dashboards and alerts work
-// unchanged. The facts are Karpenter's; the code is this project's. Which service serves which
-// family is docs/operations.md's table:
+// Package karpmetrics holds Karpenter's metric families as sigs.k8s.io/karpenter v1.14.1 and
+// aws/karpenter-provider-aws v1.14.1 define them (names, types, help, label names, buckets and
+// summary objectives, and controller-runtime's reconcile metrics), so each service exports the
+// ones that belong to its job beside its own fleetwright_* metrics, and Karpenter's dashboards
+// and alerts work unchanged. The facts are Karpenter's (families_test.go lists them); the code
+// is this project's.
 //
-//	pod-watcher  karpenter_pods_startup_duration_seconds (its pending pods becoming Running)
-//	scheduler    the cluster's gauges, from its leader only (nodes_*, pods_state,
-//	             nodepools_usage/limit/allowed_disruptions, cluster_state_*), provisioning
-//	             (scheduler_*, nodeclaims_created_total) and voluntary disruption
-//	             (voluntary_disruption_*, nodeclaims_disrupted_total)
-//	launcher     the cloud provider (cloudprovider_*), nodes_created_total
-//	terminator   termination (nodes_terminated_total, nodeclaims_terminated_total,
-//	             nodes_termination_duration_seconds, nodes_drained_total, pods_drained_total),
-//	             interruption (interruption_*)
+// Families registers one family per method, so a service registers only what it serves.
+// Cluster and Catalog are collectors of gauges computed whole in one pass (snapshot.go);
+// Startups turns snapshots of pods into the startup and binding histograms. Which service
+// serves which family (docs/operations.md has the table):
 //
-// Every service serves controller_runtime_reconcile_total and _time_seconds for its loops,
-// named as Karpenter names the controller that does the same job.
+//	scheduler   from its leader only: the cluster's gauges (nodes_*, cluster_utilization_percent,
+//	            pods_state/unstarted/unbound, pods_startup/bound_duration, nodepools_usage/
+//	            limit/allowed_disruptions/nodes_consuming_budgets, cluster_state_*);
+//	            provisioning (scheduler_scheduling_duration_seconds, scheduler_unschedulable_
+//	            pods_count, nodeclaims_created_total); voluntary disruption
+//	            (voluntary_disruption_*, nodeclaims_disrupted_total)
+//	launcher    cloudprovider_* of Create, instance_launch_failures_total, instance_type_*;
+//	            nodes_created_total
+//	terminator  termination (nodes_terminated_total, nodes_termination_duration_seconds,
+//	            nodes_lifetime_duration_seconds, nodes_drained_total, pods_drained_total,
+//	            pods_eviction_requests_total, nodeclaims_terminated_total,
+//	            nodeclaims_termination_duration_seconds, cloudprovider_* of Delete,
+//	            instance_termination_failures_total); interruption (interruption_*,
+//	            nodeclaims_disrupted_total of interruptions)
+//
+// Every service serves controller_runtime_reconcile_{total,errors_total,time_seconds} for its
+// loops, under the name of the Karpenter controller doing the same job (reconcile.go).
 package karpmetrics
