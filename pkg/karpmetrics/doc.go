@@ -24,6 +24,7 @@
 //	            nodeclaims_termination_duration_seconds, cloudprovider_* of Delete,
 //	            instance_termination_failures_total); interruption (interruption_*,
 //	            nodeclaims_disrupted_total of interruptions)
+//	pod-watcher controller_runtime_reconcile_* of provisioner.trigger.pod only
 //
 // Every service serves controller_runtime_reconcile_{total,errors_total,time_seconds} for its
 // loops, under the name of the Karpenter controller doing the same job (reconcile.go).

@@ -9,15 +9,15 @@ import (
 // Karpenter's names of the controllers whose job a Fleetwright loop does, the controller label
 // of controller_runtime_reconcile_* (Karpenter's performance dashboard picks one).
 const (
-	ControllerProvisioner         = "provisioner"                 // scheduler: a pending-pod batch
-	ControllerDisruption          = "disruption"                  // scheduler: a disruption pass
-	ControllerPodTrigger          = "provisioner.trigger.pod"     // pod-watcher: a pod seen pending
-	ControllerNodeClaimLifecycle  = "nodeclaim.lifecycle"         // launcher: a launch intent
-	ControllerNodeClaimStatus     = "nodepool.counter"            // launcher: a status pass
-	ControllerNodeClaimDisruption = "nodeclaim.disruption"        // launcher: drift recorded on claims
-	ControllerNodeTermination     = "node.termination"            // terminator: a node drained
-	ControllerInterruption        = "interruption"                // terminator: an interruption message
-	ControllerInstanceGC          = "instance.garbagecollection"  // terminator: an orphan pass (the AWS provider's)
+	ControllerProvisioner         = "provisioner"                // scheduler: a pending-pod batch
+	ControllerDisruption          = "disruption"                 // scheduler: a disruption pass
+	ControllerPodTrigger          = "provisioner.trigger.pod"    // pod-watcher: a pod seen pending
+	ControllerNodeClaimLifecycle  = "nodeclaim.lifecycle"        // launcher: a launch intent
+	ControllerNodeClaimStatus     = "nodepool.counter"           // launcher: a status pass
+	ControllerNodeClaimDisruption = "nodeclaim.disruption"       // launcher: drift recorded on claims
+	ControllerNodeTermination     = "node.termination"           // terminator: a node drained
+	ControllerInterruption        = "interruption"               // terminator: a receive from the interruption queue
+	ControllerInstanceGC          = "instance.garbagecollection" // terminator: an orphan pass (the AWS provider's)
 )
 
 // Reconciles is controller-runtime's controller_runtime_reconcile_total{controller, result},

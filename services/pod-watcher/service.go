@@ -19,6 +19,7 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
+	"github.com/fleetwright/fleetwright/pkg/karpmetrics"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
@@ -144,6 +145,7 @@ func (w *watcher) observe(obj any) {
 	if !ok {
 		return
 	}
+	defer w.metrics.reconciles.Observe(karpmetrics.ControllerPodTrigger, time.Now(), nil)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	pod := seen
@@ -343,11 +345,17 @@ type metrics struct {
 	pendingPods        prometheus.Gauge
 	nominationsExpired prometheus.Counter
 	podsTooLarge       prometheus.Counter
+	// reconciles counts each pod event observed as controller-runtime counts Karpenter's
+	// provisioner.trigger.pod, the controller that does this job there.
+	reconciles *karpmetrics.Reconciles
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := service.Metrics{Reg: reg}
+	reconciles := karpmetrics.Families{Reg: reg}.Reconciles()
+	reconciles.Init(karpmetrics.ControllerPodTrigger)
 	return &metrics{
+		reconciles:  reconciles,
 		batches:     f.CounterVec("fleetwright_pod_watcher_batches_total", "Pending-pod batches by outcome (published, error).", "outcome"),
 		batchSize:   f.Histogram("fleetwright_pod_watcher_batch_size", "Pods per published batch.", prometheus.ExponentialBuckets(1, 4, 8)),
 		pendingPods: f.Gauge("fleetwright_pending_pods", "Pods in the last published window (all its batches): pending and not yet nominated to a NodeClaim."),
