@@ -607,6 +607,7 @@ func (l *launcher) fail(ctx context.Context, claim claimState, cause error, atte
 		reason = "NodeClassNotReady"
 	}
 	l.metrics.launches.WithLabelValues(claim.NodePool, "failed").Inc()
+	l.metrics.karp.launchAbandoned(claim, reason)
 	l.events.Eventf(clusterstate.ClaimRef(claim.Name, claim.UID), corev1.EventTypeWarning, failureReason(reason),
 		"Launch failed, the NodeClaim is deleted so its pods are scheduled again: %v", cause)
 	log.Error().Err(cause).Str("reason", reason).Msg("launching nodeclaim failed; deleting it so its pods are rescheduled")

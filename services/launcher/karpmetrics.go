@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/karpmetrics"
 	"github.com/fleetwright/fleetwright/pkg/offerings"
@@ -23,6 +24,7 @@ type karpenter struct {
 	cpDuration     *prometheus.HistogramVec
 	cpErrors       *prometheus.CounterVec
 	launchFailures *prometheus.CounterVec
+	disrupted      *prometheus.CounterVec // claims deleted for a launch that cannot succeed
 	catalog        *karpmetrics.Catalog
 	catalogVersion uint64 // of the catalog the gauges show: a pass rebuilds them only when it changed
 	reconciles     *karpmetrics.Reconciles
@@ -31,7 +33,7 @@ type karpenter struct {
 func newKarpenter(reg prometheus.Registerer) *karpenter {
 	f := karpmetrics.Families{Reg: reg}
 	k := &karpenter{nodesCreated: f.NodesCreated(), cpDuration: f.CloudProviderDuration(), cpErrors: f.CloudProviderErrors(),
-		launchFailures: f.InstanceLaunchFailures(), catalog: karpmetrics.NewCatalog(), reconciles: f.Reconciles()}
+		launchFailures: f.InstanceLaunchFailures(), disrupted: f.NodeClaimsDisrupted(), catalog: karpmetrics.NewCatalog(), reconciles: f.Reconciles()}
 	reg.MustRegister(k.catalog)
 	k.reconciles.Init(karpmetrics.ControllerNodeClaimLifecycle, karpmetrics.ControllerNodeClaimStatus, karpmetrics.ControllerNodeClaimDisruption)
 	return k
@@ -58,6 +60,22 @@ func (k *karpenter) cloudCall(method string, took time.Duration, err error) {
 // karpenter_cloudprovider_instance_launch_failures_total does.
 func (k *karpenter) launchFailed(o Offering, zoneID string) {
 	k.launchFailures.WithLabelValues(o.Zone, zoneID, o.CapacityType, "InsufficientInstanceCapacity").Inc()
+}
+
+// launchAbandoned counts a claim deleted because its launch failed for good, as Karpenter's
+// nodeclaim.lifecycle counts the two failures it deletes a claim for in
+// karpenter_nodeclaims_disrupted_total; it retries any other (so counts none).
+func (k *karpenter) launchAbandoned(claim claimState, reason string) {
+	var why string
+	switch reason {
+	case "InsufficientCapacity":
+		why = "insufficient_capacity"
+	case "NodeClassNotFound", "NodeClassInvalid":
+		why = "nodeclass_not_ready"
+	default:
+		return
+	}
+	k.disrupted.WithLabelValues(why, claim.NodePool, claim.Labels[karpv1.CapacityTypeLabelKey]).Inc()
 }
 
 // observeCatalog replaces the catalog's gauges (karpenter_cloudprovider_instance_type_*) if

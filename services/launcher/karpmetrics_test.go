@@ -28,6 +28,14 @@ func TestKarpenterCloudProviderErrors(t *testing.T) {
 
 	k.launchFailed(Offering{InstanceType: "m5.large", Zone: "us-west-2a", CapacityType: "spot"}, "usw2-az1")
 	require.Equal(t, 1.0, testutil.ToFloat64(k.launchFailures.WithLabelValues("us-west-2a", "usw2-az1", "spot", "InsufficientInstanceCapacity")))
+
+	claim := claimState{NodePool: "default", Labels: map[string]string{"karpenter.sh/capacity-type": "spot"}}
+	k.launchAbandoned(claim, "InsufficientCapacity")
+	k.launchAbandoned(claim, "NodeClassInvalid")
+	k.launchAbandoned(claim, "LaunchFailed") // Karpenter retries this one: no claim disrupted
+	require.Equal(t, 1.0, testutil.ToFloat64(k.disrupted.WithLabelValues("insufficient_capacity", "default", "spot")))
+	require.Equal(t, 1.0, testutil.ToFloat64(k.disrupted.WithLabelValues("nodeclass_not_ready", "default", "spot")))
+	require.Equal(t, 2, testutil.CollectAndCount(k.disrupted))
 }
 
 func TestKarpenterCatalogRebuiltOnlyWhenItChanges(t *testing.T) {

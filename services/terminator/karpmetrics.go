@@ -51,6 +51,10 @@ func newKarpenter(reg prometheus.Registerer) *karpenter {
 	return k
 }
 
+// registrationTimeout is Karpenter's nodeclaims_disrupted_total reason for a claim whose node
+// never registered (its nodeclaim.lifecycle liveness check).
+const registrationTimeout = "registration_timeout"
+
 // forcefulTermination is the reason Karpenter gives a pod drained from a node no disruption
 // decision chose (karpenter_pods_drained_total).
 const forcefulTermination = "Forceful Termination"

@@ -197,5 +197,8 @@ func (d *decider) logDecision(a action, log zerolog.Logger) {
 		return
 	}
 	d.metrics.decisions.WithLabelValues(reasonName(a.Intent.GetReason())).Inc()
+	if a.Intent.GetReason() == commonv1.TerminationReason_TERMINATION_REASON_REGISTRATION_TIMEOUT {
+		d.metrics.karp.disrupted.WithLabelValues(registrationTimeout, a.Candidate.Pool, a.Candidate.CapacityType).Inc()
+	}
 	log.Info().Str("intent", a.Intent.GetIntentId()).Str("why", a.Intent.GetWhy()).Msg(a.Why)
 }
