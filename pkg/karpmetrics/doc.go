@@ -14,7 +14,8 @@
 //	            pods_state/unstarted/unbound, pods_startup/bound_duration, nodepools_usage/
 //	            limit/allowed_disruptions/nodes_consuming_budgets, cluster_state_*);
 //	            provisioning (scheduler_scheduling_duration_seconds, scheduler_unschedulable_
-//	            pods_count, nodeclaims_created_total); voluntary disruption
+//	            pods_count, pods_scheduling_decision_duration_seconds, nodeclaims_created_total);
+//	            voluntary disruption
 //	            (voluntary_disruption_*, nodeclaims_disrupted_total)
 //	launcher    cloudprovider_* of Create, instance_launch_failures_total, instance_type_*;
 //	            nodes_created_total

@@ -78,6 +78,7 @@ func (s *scheduler) handle(ctx context.Context, batch *podsv1.PendingPodBatch, d
 	s.metrics.solveSeconds.Observe(s.now().Sub(start).Seconds())
 	s.metrics.karp.scheduling.WithLabelValues(karpmetrics.ControllerProvisioner).Observe(s.now().Sub(start).Seconds())
 	s.metrics.karp.unschedulable.WithLabelValues(karpmetrics.ControllerProvisioner).Set(float64(len(plan.Unschedulable)))
+	s.metrics.karp.solved(pods, batch.GetWindowOpenTime().AsTime(), s.now())
 	placed := 0
 	for _, c := range plan.NodeClaims {
 		placed += len(c.PodUIDs)

@@ -13,6 +13,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/disruption"
 	"github.com/fleetwright/fleetwright/pkg/karpmetrics"
+	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	podsv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/pods/v1"
 )
 
@@ -32,6 +33,7 @@ type karpenter struct {
 	unschedulable                *prometheus.GaugeVec
 	startup                      prometheus.Summary
 	bound                        prometheus.Histogram
+	firstDecisions               *karpmetrics.Decisions // pods_scheduling_decision_duration_seconds
 	reconciles                   *karpmetrics.Reconciles
 	cluster                      *karpmetrics.Cluster
 	// startups counts from the first pass of this replica's leading (nil before it); the
@@ -49,7 +51,7 @@ func newKarpenter(reg prometheus.Registerer) *karpenter {
 		timeouts: f.ConsolidationTimeouts(), failedValidations: f.FailedValidations(), queueFailures: f.QueueFailures(),
 		nodeCount: f.ClusterStateNodeCount(), synced: f.ClusterStateSynced(), unsynced: f.ClusterStateUnsyncedTime(),
 		unschedulable: f.SchedulerUnschedulablePods(), startup: f.PodsStartupDuration(), bound: f.PodsBoundDuration(),
-		reconciles: f.Reconciles(), cluster: karpmetrics.NewCluster(),
+		reconciles: f.Reconciles(), cluster: karpmetrics.NewCluster(), firstDecisions: karpmetrics.NewDecisions(f.PodsSchedulingDecisionDuration()),
 	}
 	reg.MustRegister(k.cluster)
 	k.reconciles.Init(karpmetrics.ControllerProvisioner, karpmetrics.ControllerDisruption)
@@ -153,12 +155,30 @@ func (s *scheduler) observeCluster(st *disruptionState) {
 	// API server's as of their last event: synced, for no time unsynced.
 	k.synced.Set(1)
 	k.unsynced.Set(0)
+	present := make(map[string]bool, len(in.Pods))
+	for _, p := range in.Pods {
+		present[string(p.UID)] = true
+	}
+	k.firstDecisions.Forget(func(uid string) bool { return present[uid] })
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.startups == nil {
 		k.startups = karpmetrics.NewStartups(k.startup, k.bound, st.now)
 	}
 	k.startups.Observe(in.Pods)
+}
+
+// solved records the first scheduling decision on each of a batch's pods: seen when the
+// pod-watcher's window opened, or when the pod was made if later (Karpenter's ack is when its
+// provisioner first took the pod into a batch).
+func (k *karpenter) solved(pods []scheduling.Pod, windowOpen, now time.Time) {
+	for _, p := range pods {
+		seen := windowOpen
+		if p.CreationTime.After(seen) {
+			seen = p.CreationTime
+		}
+		k.firstDecisions.Decided(p.UID, seen, now)
+	}
 }
 
 // stoppedLeading clears what only the leader serves.
