@@ -104,7 +104,11 @@ func (r *registrar) register(ctx context.Context, c claimState, n nodeState, log
 		return err // unchanged: registered already, by an earlier pass whose write the cache had not yet
 	}
 	r.metrics.registered.WithLabelValues(c.NodePool).Inc()
-	r.metrics.karp.nodesCreated.WithLabelValues(c.NodePool, c.Labels[karpv1.LabelTopologyZone]).Inc()
+	zone := c.Labels[karpv1.LabelTopologyZone] // the offering's, on a launched claim
+	if zone == "" {
+		zone = n.Labels[karpv1.LabelTopologyZone] // a hand-made claim's, as the node has it
+	}
+	r.metrics.karp.nodesCreated.WithLabelValues(c.NodePool, zone).Inc()
 	r.events.Eventf(clusterstate.ClaimRef(c.Name, c.UID), corev1.EventTypeNormal, reasonRegistered, "Registered node %s", n.Name)
 	r.events.Eventf(clusterstate.NodeRef(n.Name), corev1.EventTypeNormal, reasonRegistered, "Registered for NodeClaim %s", c.Name)
 	log.Info().Str("node", n.Name).Str("providerID", c.ProviderID).Msg("registered nodeclaim")
