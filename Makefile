@@ -23,7 +23,7 @@ TEST_TIMEOUT ?= 60m
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PLATFORMS ?= linux/amd64,linux/arm64
 
-.PHONY: help build test unit fuzz images images-check lint tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean karpenter-e2e karpenter-e2e-subset
+.PHONY: help build test unit fuzz images images-check lint promtool tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean karpenter-e2e karpenter-e2e-subset
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z][a-zA-Z0-9_-]*:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -69,9 +69,10 @@ fuzz: ## every Fuzz target for FUZZTIME (15s) each
 	  done; \
 	done
 
-lint: tidy-check devtools ## go vet, staticcheck, buf lint and breaking-change check (tools pinned in tools/devtools)
+lint: tidy-check devtools promtool ## go vet, staticcheck, buf lint and breaking-change check (tools pinned in tools/devtools), promtool on the rules in deploy/ and the docs
 	go vet $(PACKAGES)
 	staticcheck $(PACKAGES)
+	tools/promtool/check-rules.sh $(DEVTOOLS)/promtool
 	cd proto && buf lint
 	@if git rev-parse --verify -q main >/dev/null && git cat-file -e main:proto/buf.yaml 2>/dev/null; then \
 	  cd proto && buf breaking --against '../.git#branch=main,subdir=proto'; \
@@ -93,6 +94,9 @@ tidy-check: ## fail if a module is not tidy, a Go file is not gofmt-formatted, o
 devtools: ## buf, protoc-gen-go, staticcheck and controller-gen, built once into .local/tools
 	@GOWORK=off go -C tools/devtools build -o $(DEVTOOLS)/ github.com/bufbuild/buf/cmd/buf google.golang.org/protobuf/cmd/protoc-gen-go \
 	  honnef.co/go/tools/cmd/staticcheck sigs.k8s.io/controller-tools/cmd/controller-gen
+
+promtool: ## promtool, pinned in tools/promtool (a module of its own: Prometheus's dependency tree stays out of every other), built once into .local/tools
+	@GOWORK=off go -C tools/promtool build -o $(DEVTOOLS)/ github.com/prometheus/prometheus/cmd/promtool
 
 proto: devtools ## regenerate proto/gen from proto/**/*.proto
 	cd proto && rm -rf gen && buf generate

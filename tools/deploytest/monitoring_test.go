@@ -36,6 +36,9 @@ func TestMonitoringComponent(t *testing.T) {
 	sm := find(t, m, "ServiceMonitor", "fleetwright")
 	require.Equal(t, "metrics", field(t, sm, "spec", "endpoints", "[port=metrics]", "port"))
 	require.Equal(t, "/metrics", field(t, sm, "spec", "endpoints", "[port=metrics]", "path"))
+	// Karpenter's dashboards select job="karpenter".
+	require.Equal(t, "job", field(t, sm, "spec", "endpoints", "[port=metrics]", "relabelings", "[targetLabel=job]", "targetLabel"))
+	require.Equal(t, "karpenter", field(t, sm, "spec", "endpoints", "[port=metrics]", "relabelings", "[targetLabel=job]", "replacement"))
 	base := render(t, filepath.Join(root(t), "deploy", "overlays", "local"))
 	for _, s := range services {
 		svc := find(t, base, "Service", s+"-metrics")
