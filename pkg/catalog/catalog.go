@@ -1,10 +1,10 @@
 // Package catalog holds the EC2 instance-type catalog Fleetwright ships with: the 1,367 types
-// of us-east-1 with their sizes, network limits and on-demand prices (see data/PROVENANCE.md),
-// embedded so that every binary and test has the same real data without reading anything at
-// run time.
+// of us-east-1 with their sizes, network limits and on-demand prices, and a per-region table of
+// Linux on-demand prices and spot price ranges (prices.go; see data/PROVENANCE.md), embedded so
+// that every binary and test has the same real data without reading anything at run time.
 //
-// The catalog carries facts only. Spot prices are not facts we have: SpotPrice models them,
-// and everything that shows one must say it is modelled.
+// The catalog carries facts only. A spot price at a given time is not a fact we have:
+// SpotPrice models one, and everything that shows one must say it is modelled.
 package catalog
 
 import (
