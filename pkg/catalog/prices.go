@@ -6,10 +6,13 @@ import (
 	_ "embed"
 	"encoding/csv"
 	"fmt"
+	"hash/fnv"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // The per-region price table: ec2instances.info's Linux prices of 2025-05-28 (see
@@ -147,4 +150,35 @@ func PricedTypes(region string) []string {
 func Location(region string) (string, bool) {
 	l, ok := prices().locations[region]
 	return l, ok
+}
+
+// SpotPriceStep is how long a modelled spot price holds before the model moves it.
+const SpotPriceStep = time.Hour
+
+// RegionalSpotPriceModel documents how ModelledSpotPrice invents a spot price. It is a model,
+// not data.
+const RegionalSpotPriceModel = "modelled: within the region's real spot range (ec2instances.info, 2025-05-28), " +
+	"spotMin + (spotMax − spotMin) × h(type, zone, hour); a type without a range: its on-demand price in " +
+	"the region × (0.30 + 0.40 × h(type, zone, hour)); h a stable hash in [0,1)"
+
+// ModelledSpotPrice is a Linux spot price (USD/h) for a type in a zone of a region during the
+// step-th SpotPriceStep (Unix time / SpotPriceStep): a deterministic point within the region's
+// real spot range, or 30–70% of its on-demand price where the table has no range; false when
+// the region prices the type neither way. See RegionalSpotPriceModel.
+func ModelledSpotPrice(region, name, zone string, step int64) (float64, bool) {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(name))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(zone))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(strconv.FormatInt(step, 10)))
+	frac := float64(h.Sum64()%10000) / 10000
+	if lo, hi, ok := SpotPriceRange(region, name); ok {
+		return math.Round((lo+(hi-lo)*frac)*1e6) / 1e6, true
+	}
+	od, ok := OnDemandPrice(region, name)
+	if !ok {
+		return 0, false
+	}
+	return math.Round(od*(0.30+0.40*frac)*1e6) / 1e6, true
 }

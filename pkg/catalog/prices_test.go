@@ -90,3 +90,31 @@ func TestPriceTableCoverage(t *testing.T) {
 		}
 	}
 }
+
+func TestModelledSpotPriceStaysInTheRealRange(t *testing.T) {
+	lo, hi, _ := SpotPriceRange("eu-west-1", "m5.large")
+	seen := map[float64]bool{}
+	for step := int64(0); step < 48; step++ {
+		for _, z := range []string{"eu-west-1a", "eu-west-1b"} {
+			p, ok := ModelledSpotPrice("eu-west-1", "m5.large", z, step)
+			if !ok || p < lo || p > hi {
+				t.Fatalf("step %d %s: %v, %v; want within %v..%v", step, z, p, ok, lo, hi)
+			}
+			if q, _ := ModelledSpotPrice("eu-west-1", "m5.large", z, step); q != p {
+				t.Fatal("not deterministic")
+			}
+			seen[p] = true
+		}
+	}
+	if len(seen) < 20 {
+		t.Errorf("only %d distinct prices over 48 hours and 2 zones: the price does not move", len(seen))
+	}
+	// No range: 30–70% of the region's on-demand price.
+	od, _ := OnDemandPrice("eu-west-1", "c7a.large")
+	if p, ok := ModelledSpotPrice("eu-west-1", "c7a.large", "eu-west-1a", 7); !ok || p < 0.3*od || p > 0.7*od {
+		t.Errorf("c7a.large in eu-west-1 = %v, %v; want 30–70%% of %v", p, ok, od)
+	}
+	if _, ok := ModelledSpotPrice("eu-west-1", "nope.large", "eu-west-1a", 0); ok {
+		t.Error("a type without any price has a spot price")
+	}
+}

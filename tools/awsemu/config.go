@@ -55,6 +55,11 @@ type Config struct {
 
 	Seed int64 // seeds instance IDs, IPs and event IDs; default 1
 
+	// SteadySpotPrices holds every type's spot price in a zone at one value of the model
+	// (catalog.ModelledSpotPrice's step 0) instead of moving it every catalog.SpotPriceStep:
+	// for tests that compare a plan with prices they compute themselves.
+	SteadySpotPrices bool
+
 	Clock Clock // default RealClock
 
 	// Registrar, when set, is told when instances start and stop so it can register and

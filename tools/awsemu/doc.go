@@ -8,8 +8,9 @@
 //	                                          └─ /_emu/...                 ─▶ admin.go (fault injection)
 //	clock ticks ─▶ timers (boot, shutdown, spot notice) ─▶ Registrar ─▶ kube-apiserver (Nodes)
 //
-// Its instance catalog is the real one (package catalog); spot prices are modelled
-// (catalog.SpotPriceModel) and labelled as such. All state lives behind one mutex; time comes
+// Its instance catalog is the real one (package catalog), priced by its region's real prices;
+// spot prices are modelled within the region's real ranges (catalog.RegionalSpotPriceModel) and
+// labelled as such. All state lives behind one mutex; time comes
 // from an injected Clock so that tests move it instead of sleeping. See README.md for the
 // actions, the admin API and the allocation models.
 package awsemu

@@ -3,6 +3,7 @@ package awsemu
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"net/url"
 	"slices"
 	"sort"
@@ -369,7 +370,7 @@ func (e *Emulator) fillLocked(r *fleetRequest, capacityType string, cands []over
 			if rem == 0 {
 				continue
 			}
-			if best < 0 || better(strategy, capacityType, c, rem, cands[best], e.remainingLocked(cands[best].pool(capacityType)), deepest) {
+			if best < 0 || e.better(strategy, capacityType, c, rem, cands[best], e.remainingLocked(cands[best].pool(capacityType)), deepest) {
 				best = ci
 			}
 		}
@@ -398,12 +399,20 @@ func (e *Emulator) fillLocked(r *fleetRequest, capacityType string, cands []over
 }
 
 // better reports whether candidate a (remaining ra) beats b (remaining rb) under strategy.
-func better(strategy, capacityType string, a override, ra int, b override, rb int, deepest int) bool {
+// Prices are the region's, as DescribeSpotPriceHistory and the Pricing API tell them; a type
+// the region does not price comes last.
+func (e *Emulator) better(strategy, capacityType string, a override, ra int, b override, rb int, deepest int) bool {
 	price := func(o override) float64 {
+		p, ok := 0.0, false
 		if capacityType == CapacitySpot {
-			return catalog.SpotPrice(o.instanceType, o.subnet.Zone)
+			p, ok = e.spotPrice(o.instanceType, o.subnet.Zone, spotStep(e.cfg.Clock.Now()))
+		} else {
+			p, ok = catalog.OnDemandPrice(e.world.region, o.instanceType.Name)
 		}
-		return o.instanceType.OnDemandPriceUSDPerHour
+		if !ok {
+			return math.Inf(1)
+		}
+		return p
 	}
 	deep := func(r int) bool { return r*2 >= deepest }
 	tie := func() bool { return ra > rb }

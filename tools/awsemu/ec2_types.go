@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fleetwright/fleetwright/pkg/catalog"
 )
@@ -311,8 +312,25 @@ var spotFields = fieldFilters[spotPriceXML]{
 	"product-description": func(p spotPriceXML) []string { return []string{p.ProductDescription} },
 }
 
-// describeSpotPriceHistory returns one current price per type and zone. Prices are modelled
-// (catalog.SpotPriceModel), so the history is flat: the same price at every time.
+// spotHistoryDays is how far back EC2 keeps spot price history.
+const spotHistoryDays = 90
+
+// spotPrice is a type's spot price in a zone during a step of catalog.SpotPriceStep, in
+// the emulator's region (catalog.ModelledSpotPrice); steady prices hold step 0's.
+func (e *Emulator) spotPrice(t catalog.InstanceType, zone string, step int64) (float64, bool) {
+	if e.cfg.SteadySpotPrices {
+		step = 0
+	}
+	return catalog.ModelledSpotPrice(e.world.region, t.Name, zone, step)
+}
+
+// spotStep is the step of catalog.SpotPriceStep that holds t.
+func spotStep(t time.Time) int64 { return t.Unix() / int64(catalog.SpotPriceStep/time.Second) }
+
+// describeSpotPriceHistory returns, per type and zone of the emulator's region, the modelled
+// price (catalog.RegionalSpotPriceModel) of every step of catalog.SpotPriceStep from the one in
+// effect at StartTime to the one at EndTime (default now; no StartTime: EndTime's only), newest
+// first, as EC2 lists them. Each point's timestamp is when its step began.
 func (e *Emulator) describeSpotPriceHistory(req *ec2Request) (requestIDSetter, error) {
 	fs := parseFilters(req.Form)
 	if err := validateFilters(fs, spotFields, false); err != nil {
@@ -322,10 +340,34 @@ func (e *Emulator) describeSpotPriceHistory(req *ec2Request) (requestIDSetter, e
 	if err != nil {
 		return nil, err
 	}
+	now := e.cfg.Clock.Now().UTC()
+	end, err := formTime(req.Form.Get("EndTime"), "EndTime", now)
+	if err != nil {
+		return nil, err
+	}
+	if end.After(now) {
+		end = now
+	}
+	start, err := formTime(req.Form.Get("StartTime"), "StartTime", end)
+	if err != nil {
+		return nil, err
+	}
+	if start.After(end) {
+		start = end // a start in the future: the price in effect now
+	}
+	if limit := now.AddDate(0, 0, -spotHistoryDays); start.Before(limit) {
+		start = limit
+	}
+	newest, oldest := spotStep(end), spotStep(start)
+	steps := int(newest-oldest) + 1
+
 	types, products := list(req.Form, "InstanceType"), list(req.Form, "ProductDescription")
 	zoneParam := req.Form.Get("AvailabilityZone")
-	now := e.cfg.Clock.Now().UTC().Format("2006-01-02T15:04:05.000Z")
-	var all []spotPriceXML
+	type pair struct {
+		t    catalog.InstanceType
+		zone string
+	}
+	var pairs []pair
 	for _, t := range e.world.types {
 		if len(types) > 0 && !slices.Contains(types, t.Name) {
 			continue
@@ -334,16 +376,40 @@ func (e *Emulator) describeSpotPriceHistory(req *ec2Request) (requestIDSetter, e
 			if zoneParam != "" && z.Name != zoneParam {
 				continue
 			}
-			p := spotPriceXML{InstanceType: t.Name, ProductDescription: "Linux/UNIX",
-				SpotPrice: strconv.FormatFloat(catalog.SpotPrice(t, z.Name), 'f', 6, 64), Timestamp: now, AvailabilityZone: z.Name}
+			if _, ok := e.spotPrice(t, z.Name, newest); !ok {
+				continue // no price of any kind in this region
+			}
+			p := spotPriceXML{InstanceType: t.Name, ProductDescription: "Linux/UNIX", AvailabilityZone: z.Name}
 			if len(products) > 0 && !matchesAny(p.ProductDescription, products) {
 				continue
 			}
 			if ok, _ := matchFilters(p, fs, spotFields, nil); ok {
-				all = append(all, p)
+				pairs = append(pairs, pair{t, z.Name})
 			}
 		}
 	}
-	from, to, next := pg.cut(len(all))
-	return &describeSpotPriceHistoryResp{Prices: all[from:to], NextToken: next}, nil
+	// Row i is step newest − i/len(pairs) of pair i%len(pairs): only the page asked for is made.
+	from, to, next := pg.cut(steps * len(pairs))
+	out := &describeSpotPriceHistoryResp{NextToken: next}
+	stepLen := int64(catalog.SpotPriceStep / time.Second)
+	for i := from; i < to; i++ {
+		step, p := newest-int64(i/len(pairs)), pairs[i%len(pairs)]
+		price, _ := e.spotPrice(p.t, p.zone, step)
+		out.Prices = append(out.Prices, spotPriceXML{InstanceType: p.t.Name, ProductDescription: "Linux/UNIX",
+			SpotPrice: strconv.FormatFloat(price, 'f', 6, 64), AvailabilityZone: p.zone,
+			Timestamp: time.Unix(step*stepLen, 0).UTC().Format("2006-01-02T15:04:05.000Z")})
+	}
+	return out, nil
+}
+
+// formTime parses an ISO 8601 time parameter; an absent one is def.
+func formTime(v, name string, def time.Time) (time.Time, error) {
+	if v == "" {
+		return def, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return def, errInvalidParameter("Value (%s) for parameter %s is invalid. It must be an ISO 8601 date.", v, name)
+	}
+	return t.UTC(), nil
 }

@@ -2,6 +2,7 @@ package awsemu
 
 import (
 	"context"
+	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -60,6 +61,13 @@ func newEnv(t testing.TB, mutate func(*Config)) *env {
 	awsCfg := sdkConfig(srv.URL, 3)
 	return &env{emu: emu, clock: clock, url: srv.URL, ec2: ec2.NewFromConfig(awsCfg), sqs: sqs.NewFromConfig(awsCfg), ssm: ssm.NewFromConfig(awsCfg),
 		ec2Once: ec2.NewFromConfig(sdkConfig(srv.URL, 1))}
+}
+
+// spot is the spot price of a type in a zone now, as the emulator models it.
+func (e *env) spot(name, zone string) float64 {
+	t, _ := catalog.Lookup(name)
+	p, _ := e.emu.spotPrice(t, zone, spotStep(e.clock.Now()))
+	return p
 }
 
 func (e *env) subnet(t testing.TB, zone string) string {

@@ -72,6 +72,8 @@ func parseConfig(args []string) (config, error) {
 		"an instance, and a change of its tags, shows in DescribeInstances this long after it exists, as EC2 is eventually consistent; 0 for at once (AWSEMU_DESCRIBE_DELAY)")
 	fs.DurationVar(&c.emu.SpotNotice, "spot-notice", envDuration("SPOT_NOTICE", 2*time.Minute), "spot interruption warning → termination (AWSEMU_SPOT_NOTICE)")
 	fs.IntVar(&c.emu.PoolCapacity, "pool-capacity", envInt("POOL_CAPACITY", 100), "instances per type × zone × capacity type (AWSEMU_POOL_CAPACITY)")
+	fs.BoolVar(&c.emu.SteadySpotPrices, "steady-spot-prices", env("STEADY_SPOT_PRICES", "") == "true",
+		"hold each spot price at one value of the model instead of moving it every hour (AWSEMU_STEADY_SPOT_PRICES)")
 	seed := fs.Int64("seed", int64(envInt("SEED", 1)), "seed for IDs and addresses (AWSEMU_SEED)")
 	roles := fs.String("roles", env("ROLES", ""), "comma-separated IAM roles that exist at start, default KarpenterNodeRole-<cluster> (AWSEMU_ROLES)")
 	profiles := fs.String("instance-profiles", env("INSTANCE_PROFILES", ""),
