@@ -108,7 +108,8 @@ func (e *Emulator) Run(ctx context.Context) {
 }
 
 // ServeHTTP dispatches by path and protocol: /_emu/ is the admin API, X-Amz-Target
-// AmazonSQS.* is SQS, AmazonSSM.* is SSM, a request signed for the service iam is IAM, one
+// AmazonSQS.* is SQS, AmazonSSM.* is SSM, AWSPriceListService.* is the Pricing API (pricing.go),
+// a request signed for the service iam is IAM, one
 // signed for eks is EKS (eks.go), any other POST is EC2.
 func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := e.newRequestID()
@@ -127,6 +128,8 @@ func (e *Emulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		e.serveSQS(w, r, reqID)
 	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AmazonSSM."):
 		e.serveSSM(w, r)
+	case strings.HasPrefix(r.Header.Get("X-Amz-Target"), "AWSPriceListService."):
+		e.servePricing(w, r)
 	case sigV4Service(r) == "iam":
 		e.serveIAM(w, r, reqID)
 	case sigV4Service(r) == "eks":
@@ -144,7 +147,7 @@ func (e *Emulator) newRequestID() string {
 // Call is one API call as the emulator saw it, for tests and the admin API.
 type Call struct {
 	Time      time.Time `json:"time"`
-	Service   string    `json:"service"` // ec2, sqs or ssm
+	Service   string    `json:"service"` // ec2, sqs, ssm, iam, eks or pricing
 	Action    string    `json:"action"`
 	ErrorCode string    `json:"errorCode,omitempty"`
 	Throttled bool      `json:"throttled,omitempty"`

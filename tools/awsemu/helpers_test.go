@@ -2,7 +2,6 @@ package awsemu
 
 import (
 	"context"
-	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/sdkhttp"
 )
 

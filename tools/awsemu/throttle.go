@@ -7,9 +7,10 @@ import (
 )
 
 // Throttle describes which calls the emulator rejects as throttled (EC2 RequestLimitExceeded,
-// HTTP 503; SQS RequestThrottled; SSM ThrottlingException). The zero value throttles nothing.
+// HTTP 503; SQS RequestThrottled; SSM, EKS and Pricing ThrottlingException). The zero value
+// throttles nothing.
 type Throttle struct {
-	// Service is "ec2", "sqs", "iam", "ssm" or "" for all.
+	// Service is "ec2", "sqs", "iam", "ssm", "eks", "pricing" or "" for all.
 	Service string `json:"service,omitempty"`
 	// Actions limits throttling to these actions; empty means every action of the service.
 	Actions []string `json:"actions,omitempty"`
@@ -22,8 +23,8 @@ type Throttle struct {
 }
 
 func (t Throttle) validate() error {
-	if t.Service != "" && t.Service != "ec2" && t.Service != "sqs" && t.Service != "iam" && t.Service != "ssm" {
-		return fmt.Errorf("service %q is not ec2, sqs, iam, ssm or empty", t.Service)
+	if t.Service != "" && !slices.Contains([]string{"ec2", "sqs", "iam", "ssm", "eks", "pricing"}, t.Service) {
+		return fmt.Errorf("service %q is not ec2, sqs, iam, ssm, eks, pricing or empty", t.Service)
 	}
 	if t.Share < 0 || t.Share > 1 {
 		return fmt.Errorf("share %g is not within 0..1", t.Share)
