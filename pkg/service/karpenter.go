@@ -22,7 +22,7 @@ type UnsupportedSetting struct {
 // names them: a switcher's Helm values carried over would otherwise be accepted and ignored.
 var UnsupportedKarpenterSettings = map[string]UnsupportedSetting{
 	"RESERVED_ENIS":                       {"0", "max pods count every network interface of the type; none is kept back for VPC CNI custom networking"},
-	"ISOLATED_VPC":                        {"false", "no mode for VPCs without AWS endpoints: the launcher needs EC2, SSM, IAM and EKS, the terminator EC2 and SQS"},
+	"ISOLATED_VPC":                        {"false", "no mode for VPCs without AWS endpoints: the launcher needs EC2, SSM, IAM and EKS, the terminator EC2 and SQS; ON_DEMAND_PRICE_REFRESH=0 keeps the launcher off the Pricing API (the embedded price table alone)"},
 	"EKS_CONTROL_PLANE":                   {"false", "the launcher asks EKS DescribeCluster for the service CIDR whenever CLUSTER_CIDR is unset, and takes the endpoint from CLUSTER_ENDPOINT or its kubeconfig"},
 	"DISABLE_DRY_RUN":                     {"false", "EC2NodeClasses are not validated with EC2 dry-run calls; their statuses say what their terms resolve to"},
 	"ENABLE_ZONAL_SHIFT":                  {"false", "zonal shifts are not followed"},

@@ -20,51 +20,73 @@ import (
 )
 
 // catalogBuilder assembles the instance catalog the scheduler packs against: the types EC2
-// describes, the zones that offer each, spot prices from the spot price history, and
-// on-demand prices from the embedded us-east-1 table (EC2 has no on-demand price API; the
-// Pricing API is out of scope).
+// describes, the zones that offer each, spot prices from the spot price history (asked at every
+// build), and on-demand prices from the Pricing API for the region (asked every
+// --on-demand-price-refresh), falling back per type to the embedded per-region table
+// (pkg/catalog). A type with no price at all is left out: the scheduler could not rank it.
 type catalogBuilder struct {
 	api    EC2API
 	region string
+	// onDemand are the Pricing API's prices; nil: the embedded table alone.
+	onDemand *onDemandPrices
 	// spotModelled marks spot prices as modelled (true against the AWS emulator, whose spot
 	// price history is a model; false against real EC2).
 	spotModelled bool
 	now          func() time.Time
 }
 
-func (b catalogBuilder) build(ctx context.Context) (*catalogv1.Catalog, error) {
+// priceReport is how a build priced the types: how many from where, and which had no price.
+type priceReport struct {
+	api, embedded int
+	unpriced      []string // sorted
+	unknown       []string // types EC2 describes that the embedded type table does not know, sorted
+	apiErr        error    // the Pricing API's last failure, if its prices are not current
+}
+
+func (b catalogBuilder) build(ctx context.Context) (*catalogv1.Catalog, priceReport, error) {
+	var report priceReport
 	infos, err := b.instanceTypes(ctx)
 	if err != nil {
-		return nil, err
+		return nil, report, err
 	}
 	zones, err := b.offerings(ctx)
 	if err != nil {
-		return nil, err
+		return nil, report, err
 	}
 	spot, err := b.spotPrices(ctx)
 	if err != nil {
-		return nil, err
+		return nil, report, err
 	}
-	out := &catalogv1.Catalog{
-		GenerateTime: timestamppb.New(b.now()),
-		Region:       b.region,
-		Source:       "EC2 DescribeInstanceTypes/DescribeInstanceTypeOfferings/DescribeSpotPriceHistory; on-demand prices: embedded us-east-1 table (pkg/catalog)",
-	}
+	apiPrices, fetched, apiErr := b.onDemand.current(ctx)
+	report.apiErr = apiErr
+	out := &catalogv1.Catalog{GenerateTime: timestamppb.New(b.now()), Region: b.region}
 	for _, info := range infos {
 		name := string(info.InstanceType)
 		it := instanceType(info)
+		// Karpenter's labels for category and generation come from its tables, as ours do, and
+		// so do max pods: a type the embedded table does not know is left out.
 		known, ok := catalog.Lookup(name)
-		if !ok || known.OnDemandPriceUSDPerHour <= 0 {
-			continue // no price: the scheduler could not rank it
+		if !ok {
+			report.unknown = append(report.unknown, name)
+			continue
 		}
-		// Karpenter's labels for category and generation come from its tables, as ours do.
 		it.Category, it.Generation = known.Category, int32(known.Generation)
 		it.MaxPods = int32(known.MaxPods)
 		it.Burstable = known.Burstable
+		price, source := onDemandPrice(apiPrices, b.region, name)
+		switch source {
+		case priceUnknown:
+			report.unpriced = append(report.unpriced, name)
+			continue // no price: the scheduler could not rank it
+		case priceAPI:
+			report.api++
+		case priceEmbedded:
+			report.embedded++
+		}
 		for _, zone := range zones[name] {
 			it.Offerings = append(it.Offerings, &catalogv1.Offering{
 				Zone: zone, CapacityType: commonv1.CapacityType_CAPACITY_TYPE_ON_DEMAND,
-				PriceUsdPerHour: known.OnDemandPriceUSDPerHour, Available: true,
+				PriceUsdPerHour: price, Available: true,
 			})
 			if supportsSpot(info) {
 				if p, ok := spot[name+"/"+zone]; ok {
@@ -80,7 +102,34 @@ func (b catalogBuilder) build(ctx context.Context) (*catalogv1.Catalog, error) {
 		}
 	}
 	sort.Slice(out.InstanceTypes, func(i, j int) bool { return out.InstanceTypes[i].Name < out.InstanceTypes[j].Name })
-	return out, nil
+	sort.Strings(report.unpriced)
+	sort.Strings(report.unknown)
+	out.Source = b.source(report, fetched)
+	return out, report, nil
+}
+
+// source says where the catalog's facts and prices came from.
+func (b catalogBuilder) source(r priceReport, fetched time.Time) string {
+	spot := "EC2 DescribeSpotPriceHistory"
+	if b.spotModelled {
+		spot += " (modelled)"
+	}
+	var onDemand []string
+	if r.api > 0 {
+		onDemand = append(onDemand, fmt.Sprintf("AWS Pricing API GetProducts of %s for %d types", fetched.UTC().Format(time.RFC3339), r.api))
+	}
+	if r.embedded > 0 {
+		onDemand = append(onDemand, fmt.Sprintf("embedded %s table (%s) for %d types", b.region, catalog.PriceTableSource, r.embedded))
+	}
+	s := fmt.Sprintf("EC2 DescribeInstanceTypes/DescribeInstanceTypeOfferings; spot prices: %s; on-demand prices (%s): %s",
+		spot, b.region, strings.Join(onDemand, ", "))
+	if len(r.unpriced) > 0 {
+		s += fmt.Sprintf("; %d types left out, unpriced", len(r.unpriced))
+	}
+	if len(r.unknown) > 0 {
+		s += fmt.Sprintf("; %d types left out, not in the embedded type table", len(r.unknown))
+	}
+	return s
 }
 
 func (b catalogBuilder) instanceTypes(ctx context.Context) ([]ec2types.InstanceTypeInfo, error) {

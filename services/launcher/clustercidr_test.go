@@ -83,7 +83,7 @@ func TestLauncherRefusesToStartWithoutServiceCIDR(t *testing.T) {
 	srv := httptest.NewServer(emu)
 	t.Cleanup(srv.Close)
 	for k, v := range map[string]string{"AWS_ENDPOINT_URL_EC2": srv.URL, "AWS_ENDPOINT_URL_IAM": srv.URL, "AWS_ENDPOINT_URL_SSM": srv.URL,
-		"AWS_ENDPOINT_URL_EKS": srv.URL, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_REGION": "us-east-1",
+		"AWS_ENDPOINT_URL_EKS": srv.URL, "AWS_ENDPOINT_URL_PRICING": srv.URL, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_REGION": "us-east-1",
 		"AWS_EC2_METADATA_DISABLED": "true", "CLUSTER_CIDR": ""} {
 		t.Setenv(k, v)
 	}

@@ -22,6 +22,7 @@ type config struct {
 	Region                 string
 	Workers                int
 	CatalogRefresh         time.Duration
+	OnDemandPriceRefresh   time.Duration
 	ResolverTTL            time.Duration
 	StatusInterval         time.Duration
 	RegistrationResync     time.Duration
@@ -50,7 +51,11 @@ func parseConfig(args []string) (config, error) {
 		"the cluster's service CIDR, from which AL2023's nodeadm derives the cluster DNS address; empty: read from EKS DescribeCluster, and no start if it cannot be (env CLUSTER_CIDR)")
 	fs.StringVar(&c.Region, "region", service.Env("AWS_REGION", "us-east-1"), "AWS region (env AWS_REGION)")
 	fs.IntVar(&c.Workers, "launch-workers", service.EnvInt("LAUNCH_WORKERS", 4), "launches in flight per replica (env LAUNCH_WORKERS)")
-	fs.DurationVar(&c.CatalogRefresh, "catalog-refresh", service.EnvDuration("CATALOG_REFRESH", 5*time.Minute), "how often to republish the instance catalog (env CATALOG_REFRESH)")
+	fs.DurationVar(&c.CatalogRefresh, "catalog-refresh", service.EnvDuration("CATALOG_REFRESH", 5*time.Minute),
+		"how often to republish the instance catalog: the types and zones EC2 offers and their spot prices (DescribeSpotPriceHistory) are read again each time (env CATALOG_REFRESH)")
+	fs.DurationVar(&c.OnDemandPriceRefresh, "on-demand-price-refresh", service.EnvDuration("ON_DEMAND_PRICE_REFRESH", 12*time.Hour),
+		"how often the region's on-demand prices are read again from the AWS Pricing API (GetProducts; endpoint from AWS_ENDPOINT_URL_PRICING, else the API's nearest region), as Karpenter's 12h; "+
+			"a failed read is tried again at the next catalog refresh; types it does not price take the embedded per-region table's price; 0: never ask, the embedded table alone (isolated VPCs) (env ON_DEMAND_PRICE_REFRESH)")
 	fs.DurationVar(&c.StatusInterval, "status-interval", service.EnvDuration("STATUS_INTERVAL", 30*time.Second),
 		"EC2NodeClass and NodePool statuses, their hash annotations, NodeClaims' Drifted conditions and v1alpha5 adoption are brought up to date on every change of what they read; "+
 			"this is how often they also are regardless, for what no watch announces (what a class's terms resolve to in EC2) (env STATUS_INTERVAL)")
@@ -86,6 +91,9 @@ func parseConfig(args []string) (config, error) {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, d))
 		}
+	}
+	if c.OnDemandPriceRefresh < 0 {
+		errs = append(errs, fmt.Errorf("--on-demand-price-refresh must be 0 (never) or positive, got %s", c.OnDemandPriceRefresh))
 	}
 	if err := scheduling.ValidVMOverhead(c.VMMemoryOverhead); err != nil {
 		errs = append(errs, err)

@@ -14,6 +14,8 @@ type metrics struct {
 	registered  *prometheus.CounterVec
 	initialized *prometheus.CounterVec
 	catalog     *prometheus.CounterVec
+	unpriced    prometheus.Gauge
+	priced      *prometheus.GaugeVec
 	drifted     *prometheus.GaugeVec
 	fleet       *fleetMetrics // pool usage and limits, node allocatable, claim prices
 	karp        *karpenter    // Karpenter's families
@@ -29,6 +31,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		registered:  f.CounterVec("fleetwright_nodeclaims_registered_total", "NodeClaims whose node registered, by pool.", "nodepool"),
 		initialized: f.CounterVec("fleetwright_nodeclaims_initialized_total", "NodeClaims whose node became ready and initialized, by pool.", "nodepool"),
 		catalog:     f.CounterVec("fleetwright_launcher_catalog_refreshes_total", "Catalog refreshes by outcome.", "outcome"),
+		unpriced: f.Gauge("fleetwright_launcher_catalog_types_unpriced",
+			"Instance types EC2 offers that the last catalog refresh left out for want of an on-demand price (neither the Pricing API nor the embedded table has one)."),
+		priced: f.GaugeVec("fleetwright_launcher_catalog_types_priced",
+			"Instance types in the last published catalog by where their on-demand price came from (pricing-api, embedded).", "source"),
 		drifted: f.GaugeVec("fleetwright_nodeclaims_drifted", "Launched NodeClaims that are drifted, by pool and drift reason "+
 			"(NodePoolDrifted, RequirementsDrifted, NodeClassDrift, AMIDrift, SecurityGroupDrift, SubnetDrift).", "nodepool", "reason"),
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/tools/cache"
@@ -80,7 +81,12 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 		return err
 	}
 	l.unavailable.CheckWith(offerings.InCatalog(l.types))
-	cat := catalogBuilder{api: api, region: cfg.Region, spotModelled: cfg.SpotPriceModelled, now: time.Now}
+	// The Pricing API has endpoints in few regions (AWS_ENDPOINT_URL_PRICING points it
+	// elsewhere, at the emulator say).
+	pricingCfg := awsCfg.Copy()
+	pricingCfg.Region = pricingAPIRegion(cfg.Region)
+	cat := catalogBuilder{api: api, region: cfg.Region, spotModelled: cfg.SpotPriceModelled, now: time.Now,
+		onDemand: &onDemandPrices{api: pricing.NewFromConfig(pricingCfg), region: cfg.Region, every: cfg.OnDemandPriceRefresh, now: time.Now}}
 
 	// Offerings any replica found out of capacity, replayed from one TTL back so a restart
 	// still avoids them.
@@ -238,8 +244,9 @@ const catalogRetry = 2 * time.Second
 // reports whether that worked.
 func (l *launcher) publishCatalog(ctx context.Context, b catalogBuilder, conn *bus.Conn) bool {
 	start := time.Now()
-	cat, err := b.build(ctx)
+	cat, report, err := b.build(ctx)
 	if err == nil {
+		l.reportPrices(report)
 		bucket, kerr := conn.JetStream().KeyValue(ctx, conn.Prefix().CatalogBucket())
 		if kerr != nil {
 			err = fmt.Errorf("opening catalog bucket: %w", kerr)
@@ -248,7 +255,7 @@ func (l *launcher) publishCatalog(ctx context.Context, b catalogBuilder, conn *b
 			changed, err = catalogkv.Publish(ctx, bucket, cat)
 			if err == nil {
 				l.metrics.catalog.WithLabelValues("published").Inc()
-				l.log.Info().Int("types", len(cat.InstanceTypes)).Int("changed", changed).Dur("took", time.Since(start)).Msg("published instance catalog")
+				l.log.Info().Int("types", len(cat.InstanceTypes)).Int("changed", changed).Dur("took", time.Since(start)).Str("source", cat.Source).Msg("published instance catalog")
 				return true
 			}
 		}
@@ -256,6 +263,29 @@ func (l *launcher) publishCatalog(ctx context.Context, b catalogBuilder, conn *b
 	l.metrics.catalog.WithLabelValues("error").Inc()
 	l.log.Error().Err(err).Msg("refreshing instance catalog failed; will retry")
 	return false
+}
+
+// unpricedNamed is how many of the types left out a log line names.
+const unpricedNamed = 10
+
+// reportPrices tells where a refresh's on-demand prices came from and which types it left out
+// for want of one: a gauge, and a log line per refresh that counts them and names some.
+func (l *launcher) reportPrices(r priceReport) {
+	l.metrics.unpriced.Set(float64(len(r.unpriced)))
+	l.metrics.priced.WithLabelValues("pricing-api").Set(float64(r.api))
+	l.metrics.priced.WithLabelValues("embedded").Set(float64(r.embedded))
+	if r.apiErr != nil {
+		l.log.Warn().Err(r.apiErr).Int("embedded", r.embedded).Int("pricing_api", r.api).
+			Msg("the Pricing API gave no current on-demand prices; the embedded per-region table prices what it does not")
+	}
+	if n := len(r.unpriced); n > 0 {
+		l.log.Warn().Int("count", n).Strs("types", r.unpriced[:min(n, unpricedNamed)]).
+			Msgf("%d instance types left out of the catalog: no on-demand price from the Pricing API or the embedded table", n)
+	}
+	if n := len(r.unknown); n > 0 {
+		l.log.Warn().Int("count", n).Strs("types", r.unknown[:min(n, unpricedNamed)]).
+			Msgf("%d instance types left out of the catalog: not in the embedded type table (category, generation, max pods)", n)
+	}
 }
 
 func logErr(l *launcher, err error, what string) {

@@ -117,6 +117,7 @@ var karpenterName = map[string]string{
 	"AWS_REGION":                 "the AWS SDK's region, as Karpenter's",
 	"CLUSTER_CIDR":               "none: Karpenter always asks EKS DescribeCluster",
 	"RESOLVER_TTL":               "`settings.amiRefreshInterval`, `settings.subnetRefreshInterval`",
+	"ON_DEMAND_PRICE_REFRESH":    "none: Karpenter's is a fixed 12h, and `settings.isolatedVPC` stops it (here 0 does)",
 	"DEFAULT_INSTANCE_PROFILE":   "v0.2x's `aws.defaultInstanceProfile`",
 	"LOG_LEVEL":                  "`logLevel` (not under `settings`)",
 	"KUBECONFIG":                 "`KUBECONFIG`",

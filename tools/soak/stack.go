@@ -176,7 +176,7 @@ func (s *ownStack) startService(ctx context.Context, name string, replica int) e
 func (s *ownStack) start(ctx context.Context, key, bin, pod string, args []string, health string) error {
 	env := []string{
 		"AWS_ENDPOINT_URL_EC2=" + s.emuURL, "AWS_ENDPOINT_URL_SQS=" + s.emuURL, "AWS_ENDPOINT_URL_IAM=" + s.emuURL,
-		"AWS_ENDPOINT_URL_SSM=" + s.emuURL, "AWS_ENDPOINT_URL_EKS=" + s.emuURL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=soak", "AWS_SECRET_ACCESS_KEY=soak",
+		"AWS_ENDPOINT_URL_SSM=" + s.emuURL, "AWS_ENDPOINT_URL_EKS=" + s.emuURL, "AWS_ENDPOINT_URL_PRICING=" + s.emuURL, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=soak", "AWS_SECRET_ACCESS_KEY=soak",
 		"AWS_EC2_METADATA_DISABLED=true",
 		// A restarted service is its pod's container restarting: the same pod name, so a
 		// scheduler that comes back holds its Lease again at once.

@@ -17,7 +17,6 @@ import (
 // Local defaults shared by the components and the env file.
 const (
 	clusterName = "demo-cluster"
-	awsRegion   = "us-east-1"
 	awsemuAddr  = "127.0.0.1:4566"
 )
 
@@ -29,15 +28,16 @@ type component struct {
 	health string // URL answering 200 once the component is ready
 }
 
-// awsEnv points the AWS SDK at the emulator, as a user's shell would.
-func awsEnv() []string {
+// awsEnv points the AWS SDK at the emulator in region, as a user's shell would.
+func awsEnv(region string) []string {
 	return []string{
 		"AWS_ENDPOINT_URL_EC2=http://" + awsemuAddr,
 		"AWS_ENDPOINT_URL_SQS=http://" + awsemuAddr,
 		"AWS_ENDPOINT_URL_IAM=http://" + awsemuAddr,
 		"AWS_ENDPOINT_URL_SSM=http://" + awsemuAddr,
 		"AWS_ENDPOINT_URL_EKS=http://" + awsemuAddr,
-		"AWS_REGION=" + awsRegion,
+		"AWS_ENDPOINT_URL_PRICING=http://" + awsemuAddr,
+		"AWS_REGION=" + region,
 		"AWS_ACCESS_KEY_ID=fleetwright-local",
 		"AWS_SECRET_ACCESS_KEY=fleetwright-local",
 		"AWS_EC2_METADATA_DISABLED=true",
@@ -50,7 +50,7 @@ func components(cfg config, cluster *localcluster.Cluster) []component {
 	out := []component{{
 		name: "awsemu",
 		args: []string{"--listen", awsemuAddr, "--kubeconfig", cluster.Kubeconfig, "--cluster-name", clusterName,
-			"--region", awsRegion, "--boot-delay", cfg.bootDelay.String(), "--service-cidr", localcluster.ServiceCIDR, "--cluster-endpoint", cluster.Server},
+			"--region", cfg.region, "--boot-delay", cfg.bootDelay.String(), "--service-cidr", localcluster.ServiceCIDR, "--cluster-endpoint", cluster.Server},
 		health: "http://" + awsemuAddr + "/_emu/healthz",
 	}}
 	common := []string{"--kubeconfig", cluster.Kubeconfig, "--nats-url", cfg.natsURL()}
@@ -63,7 +63,7 @@ func components(cfg config, cluster *localcluster.Cluster) []component {
 		case "terminator":
 			args = append(args, "--cluster-name", clusterName, "--interruption-queue", "fleetwright-"+clusterName)
 		}
-		out = append(out, component{name: name, args: args, env: append(awsEnv(), "POD_NAMESPACE=fleetwright", "POD_NAME="+name+"-local"),
+		out = append(out, component{name: name, args: args, env: append(awsEnv(cfg.region), "POD_NAMESPACE=fleetwright", "POD_NAME="+name+"-local"),
 			health: "http://" + admin + "/readyz"})
 	}
 	return out

@@ -41,6 +41,7 @@ type config struct {
 	apiPort     int
 	natsBin     string
 	bootDelay   time.Duration
+	region      string // the emulated AWS region, whose prices the launcher reads
 	demoTimeout int
 }
 
@@ -65,6 +66,7 @@ func run() error {
 	fs.StringVar(&cfg.natsBin, "nats-server", service.Env("NATS_SERVER_BIN", ""), "nats-server binary (env NATS_SERVER_BIN; default: next to this binary)")
 	fs.IntVar(&cfg.demoTimeout, "timeout", 300, "demo: seconds to wait for each step")
 	fs.DurationVar(&cfg.bootDelay, "boot-delay", service.EnvDuration("AWSEMU_BOOT_DELAY", 0), "emulated instance boot time (env AWSEMU_BOOT_DELAY)")
+	fs.StringVar(&cfg.region, "region", service.Env("AWSEMU_REGION", "us-east-1"), "emulated AWS region: its zones and its prices (env AWSEMU_REGION)")
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		return err
 	}

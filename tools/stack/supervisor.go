@@ -234,7 +234,7 @@ func writeEnv(cfg config, cluster *localcluster.Cluster) error {
 		"export FLEETWRIGHT_LOG_DIR=" + cfg.logDir(),
 		"export PATH=" + cluster.BinDir + ":$PATH",
 	}
-	for _, e := range awsEnv() {
+	for _, e := range awsEnv(cfg.region) {
 		lines = append(lines, "export "+e)
 	}
 	return os.WriteFile(cfg.envFile(), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
