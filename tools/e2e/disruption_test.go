@@ -57,8 +57,23 @@ func freshPlanVCPUs(t *testing.T, s *e2e.Stack, n int) int64 {
 	for _, r := range np.Spec.Template.Spec.Requirements {
 		pool.Requirements = append(pool.Requirements, scheduling.Requirement{Key: r.Key, Operator: scheduling.Operator(r.Operator), Values: r.Values})
 	}
-	in := scheduling.Input{NodePools: []scheduling.NodePool{pool},
-		InstanceTypes: scheduling.FromCatalog(catalog.Schedulable(), []string{"us-east-1a", "us-east-1b", "us-east-1c"})}
+	// Priced as the stack's launcher prices them: the region's on-demand and spot prices.
+	types := scheduling.FromCatalog(catalog.Schedulable(), []string{"us-east-1a", "us-east-1b", "us-east-1c"})
+	priced := types[:0]
+	for _, it := range types {
+		if _, ok := catalog.OnDemandPrice(s.Region(), it.Name); !ok {
+			continue // the launcher leaves an unpriced type out
+		}
+		for i, o := range it.Offerings {
+			if o.CapacityType == scheduling.CapacityTypeSpot {
+				it.Offerings[i].PriceUSDPerHour = s.SpotPrice(it.Name, o.Zone)
+			} else {
+				it.Offerings[i].PriceUSDPerHour = s.OnDemandPrice(it.Name)
+			}
+		}
+		priced = append(priced, it)
+	}
+	in := scheduling.Input{NodePools: []scheduling.NodePool{pool}, InstanceTypes: priced}
 	for i := 0; i < n; i++ {
 		in.Pods = append(in.Pods, scheduling.Pod{UID: string(rune('a' + i)), Namespace: "default", Name: "p",
 			Requests: scheduling.ResourceList{scheduling.ResourceCPU: 1000}})
@@ -255,9 +270,7 @@ func TestConsolidationReplacesWithACheaperNode(t *testing.T) {
 	require.Len(t, nodes, 1)
 	assert.Equal(t, final.Status.NodeName, nodes[0].Name)
 	newType := nodes[0].Labels[corev1.LabelInstanceTypeStable]
-	xl, _ := catalog.Lookup("t4g.xlarge")
-	nt, _ := catalog.Lookup(newType)
-	assert.Less(t, nt.OnDemandPriceUSDPerHour, xl.OnDemandPriceUSDPerHour, "replaced by a cheaper type, %s", newType)
+	assert.Less(t, s.OnDemandPrice(newType), s.OnDemandPrice("t4g.xlarge"), "replaced by a cheaper type, %s", newType)
 	assert.Equal(t, 1, podsByNode(t, s, "app=web")[nodes[0].Name], "the pod runs on the replacement")
 	t.Logf("candidate → replacement created %s; replacement Initialized %s, old node tainted %s; old node gone %s after the scale-down",
 		decided.Round(100*time.Millisecond), init.LastTransitionTime.Sub(start).Round(time.Second), tainted.Sub(start).Round(100*time.Millisecond),

@@ -22,6 +22,7 @@ import (
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/bus"
 	"github.com/fleetwright/fleetwright/pkg/bus/bustest"
+	"github.com/fleetwright/fleetwright/pkg/catalog"
 	"github.com/fleetwright/fleetwright/pkg/subject"
 	emuclient "github.com/fleetwright/fleetwright/tools/awsemu/client"
 	"github.com/fleetwright/fleetwright/tools/localcluster"
@@ -61,6 +62,10 @@ type Options struct {
 	// nodes to register); 0: at once. EC2's take tens of seconds: disruption, recovery and
 	// idempotency tests run with 30 s or more.
 	BootDelay time.Duration
+	// Region is the emulated AWS region, whose zones and prices the services see; "" is
+	// us-east-1. The emulator's spot prices hold still (--steady-spot-prices), so that a test
+	// can price a plan as the scheduler did (Stack.OnDemandPrice, Stack.SpotPrice).
+	Region string
 }
 
 // Services are the service names in start order.
@@ -149,7 +154,8 @@ func NewStackWith(t testing.TB, opt Options) *Stack {
 	s.EmuURL = "http://" + emuAddr
 	s.Emu = emuclient.New(s.EmuURL)
 	emu := Start(t, "awsemu", Build(t, "./tools/awsemu/cmd/awsemu"), []string{"--listen", emuAddr, "--kubeconfig", c.Kubeconfig,
-		"--cluster-name", "demo-cluster", "--boot-delay", opt.BootDelay.String(), "--service-cidr", localcluster.ServiceCIDR}, nil)
+		"--cluster-name", "demo-cluster", "--boot-delay", opt.BootDelay.String(), "--service-cidr", localcluster.ServiceCIDR,
+		"--region", s.Region(), "--steady-spot-prices"}, nil)
 	s.services["awsemu"] = emu
 	s.waitHealthy("awsemu", func(ctx context.Context) error { return s.Emu.Healthy(ctx) })
 	// Each service creates only the streams it owns and waits, not ready, for the others it
@@ -165,6 +171,30 @@ func NewStackWith(t testing.TB, opt Options) *Stack {
 		s.Leading()
 	}
 	return s
+}
+
+// Region is the stack's emulated AWS region.
+func (s *Stack) Region() string {
+	if s.opt.Region == "" {
+		return "us-east-1"
+	}
+	return s.opt.Region
+}
+
+// OnDemandPrice is a type's on-demand price in the stack's region, as the launcher publishes it
+// (the emulator's Pricing API serves the embedded per-region table).
+func (s *Stack) OnDemandPrice(name string) float64 {
+	p, ok := catalog.OnDemandPrice(s.Region(), name)
+	require.True(s.t, ok, "%s has an on-demand price in %s", name, s.Region())
+	return p
+}
+
+// SpotPrice is a type's spot price in a zone of the stack's region, as the emulator's spot
+// price history gives it (held still: step 0 of the model).
+func (s *Stack) SpotPrice(name, zone string) float64 {
+	p, ok := catalog.ModelledSpotPrice(s.Region(), name, zone, 0)
+	require.True(s.t, ok, "%s has a spot price in %s", name, zone)
+	return p
 }
 
 // startOrder starts each service after the owners of the streams it uses (pkg/subject's
@@ -280,7 +310,7 @@ func (s *Stack) StartReplica(name string, o ReplicaOptions) *Service {
 	}
 	args = append(args, s.opt.ServiceArgs[name]...)
 	env := []string{"AWS_ENDPOINT_URL_EC2=" + s.EmuURL, "AWS_ENDPOINT_URL_SQS=" + s.EmuURL, "AWS_ENDPOINT_URL_IAM=" + s.EmuURL, "AWS_ENDPOINT_URL_SSM=" + s.EmuURL,
-		"AWS_ENDPOINT_URL_EKS=" + s.EmuURL, "AWS_REGION=us-east-1",
+		"AWS_ENDPOINT_URL_EKS=" + s.EmuURL, "AWS_ENDPOINT_URL_PRICING=" + s.EmuURL, "AWS_REGION=" + s.Region(),
 		"AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x", "AWS_EC2_METADATA_DISABLED=true",
 		// A restarted service is its pod's container restarting: the same pod name, so a
 		// scheduler that comes back holds its Lease again at once.
