@@ -32,7 +32,7 @@ build: ## compile every module; the services and the CLI (fleetwright, kubectl-f
 	go build $(PACKAGES)
 	go build -o bin/ $(foreach s,$(SERVICES),./services/$(s)) ./tools/fleetwright ./tools/kubectl-fleetwright
 
-cluster-bin: ## etcd, kube-*, kubectl and kwok built once into ~/.cache/fleetwright (progress shown)
+cluster-bin: ## etcd, kube-*, kubectl, kwok and Jaeger built once into ~/.cache/fleetwright (progress shown)
 	go run ./tools/stack build
 
 # The services make up runs; a service joins the list once it does something.
@@ -128,7 +128,7 @@ crds-check: devtools ## fail if deploy/crds or the generated deepcopy are stale
 	  if ! cmp -s $$f $$tmp/dc/$$f; then cp $$tmp/dc/$$f $$f; echo "$$f is stale: run 'make crds' and commit the result"; exit 1; fi; done; \
 	echo "deploy/crds and deepcopy are up to date"
 
-up: stack-bin ## the local stack in the background: control plane, kwok, NATS, the AWS emulator and the four services (.local/env)
+up: stack-bin ## the local stack in the background: control plane, kwok, NATS, Jaeger, the AWS emulator and the four services (.local/env)
 	$(BIN)/stack up
 
 down: ## stop everything make up or make demo started

@@ -47,6 +47,8 @@ type Stack struct {
 	ports    map[string]string
 	opt      Options
 	claimLog *ClaimLog
+	// Jaeger is the stack's Jaeger when Options.Jaeger asked for one.
+	Jaeger *localcluster.Jaeger
 }
 
 // Options change how NewStackWith builds a stack.
@@ -66,6 +68,9 @@ type Options struct {
 	// us-east-1. The emulator's spot prices hold still (--steady-spot-prices), so that a test
 	// can price a plan as the scheduler did (Stack.OnDemandPrice, Stack.SpotPrice).
 	Region string
+	// Jaeger runs a Jaeger (built once into the cache, as make up's) and points the services'
+	// traces at it: Stack.Jaeger has its URL for the HTTP API.
+	Jaeger bool
 }
 
 // Services are the service names in start order.
@@ -83,6 +88,13 @@ func NewStackWith(t testing.TB, opt Options) *Stack {
 	services := opt.Services
 	if services == nil {
 		services = Services
+	}
+	if opt.Jaeger {
+		// Built once into the cache (make cluster-bin builds it too); a cold build takes minutes.
+		bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		_, err := localcluster.EnsureJaeger(bctx, os.Stderr)
+		bcancel()
+		require.NoError(t, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -149,6 +161,12 @@ func NewStackWith(t testing.TB, opt Options) *Stack {
 		}
 		stopWatch()
 	})
+
+	if opt.Jaeger {
+		s.Jaeger, err = localcluster.StartJaeger(ctx, localcluster.JaegerOptions{Dir: dir, Out: os.Stderr})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Jaeger.Stop(5 * time.Second) })
+	}
 
 	emuAddr := FreeAddr(t)
 	s.EmuURL = "http://" + emuAddr
@@ -315,6 +333,10 @@ func (s *Stack) StartReplica(name string, o ReplicaOptions) *Service {
 		// A restarted service is its pod's container restarting: the same pod name, so a
 		// scheduler that comes back holds its Lease again at once.
 		"POD_NAMESPACE=fleetwright", fmt.Sprintf("POD_NAME=%s-%d", name, o.Replica)}
+	if s.Jaeger != nil {
+		// Export every 200 ms rather than 5 s, so a test finds its spans soon.
+		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+s.Jaeger.OTLPEndpoint, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_BSP_SCHEDULE_DELAY=200")
+	}
 	env = append(env, o.Env...)
 	svc := Start(s.t, key, Build(s.t, "./services/"+name), args, env)
 	s.services[key] = svc

@@ -44,6 +44,11 @@ func awsEnv(region string) []string {
 	}
 }
 
+// traceEnv sends a service's traces to the stack's Jaeger, as deploy/'s settings.env would.
+func traceEnv(cfg config) []string {
+	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + cfg.otlpURL(), "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf"}
+}
+
 // components lists what runs beside the control plane and NATS, in start order: the AWS
 // emulator, then the services (each with its own admin port: 8081…).
 func components(cfg config, cluster *localcluster.Cluster) []component {
@@ -63,7 +68,8 @@ func components(cfg config, cluster *localcluster.Cluster) []component {
 		case "terminator":
 			args = append(args, "--cluster-name", clusterName, "--interruption-queue", "fleetwright-"+clusterName)
 		}
-		out = append(out, component{name: name, args: args, env: append(awsEnv(cfg.region), "POD_NAMESPACE=fleetwright", "POD_NAME="+name+"-local"),
+		env := append(awsEnv(cfg.region), "POD_NAMESPACE=fleetwright", "POD_NAME="+name+"-local")
+		out = append(out, component{name: name, args: args, env: append(env, traceEnv(cfg)...),
 			health: "http://" + admin + "/readyz"})
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -133,7 +134,8 @@ func demo(ctx context.Context, cfg config) error {
 	fmt.Println()
 	_ = kubectl("get", "nodes", "-L", "karpenter.sh/nodepool,karpenter.sh/capacity-type,node.kubernetes.io/instance-type,topology.kubernetes.io/zone")
 	emu := emuclient.New("http://" + awsemuAddr)
-	reportLatency(ctx, batches(), emu)
+	reportLatency(ctx, closeTimes(batches()), emu)
+	reportTraces(ctx, cfg.jaegerURL(), batches())
 
 	fmt.Println("\n== demo: consolidation ==")
 	fmt.Println("(the example pool waits consolidateAfter: 10m before it consolidates or removes a node; the demo sets 20s)")
@@ -241,19 +243,25 @@ func waitStep(ctx context.Context, what string, cond func() (string, bool), star
 	}
 }
 
-// watchBatches records when each pending-pod batch closed, from the bus (as the tap sees it).
-func watchBatches(url string) (func() []time.Time, func(), error) {
+// watchBatches records each pending-pod batch, from the bus (as the tap sees it): when it
+// closed, and its trace.
+func watchBatches(url string) (func() []batch, func(), error) {
 	nc, err := nats.Connect(url, nats.Name("fleetwright-demo"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to nats: %w", err)
 	}
 	var mu sync.Mutex
-	var closed []time.Time
+	var seen []batch
 	_, err = nc.Subscribe("fleetwright.pods.pending", func(m *nats.Msg) {
 		var b podsv1.PendingPodBatch
 		if proto.Unmarshal(m.Data, &b) == nil {
+			// The batch's trace: its traceparent header, version-traceid-spanid-flags.
+			parts := strings.Split(m.Header.Get("traceparent"), "-")
 			mu.Lock()
-			closed = append(closed, b.GetWindowCloseTime().AsTime())
+			seen = append(seen, batch{closed: b.GetWindowCloseTime().AsTime(), pods: len(b.GetPods())})
+			if len(parts) == 4 {
+				seen[len(seen)-1].traceID = parts[1]
+			}
 			mu.Unlock()
 		}
 	})
@@ -261,12 +269,55 @@ func watchBatches(url string) (func() []time.Time, func(), error) {
 		nc.Close()
 		return nil, nil, fmt.Errorf("subscribing to pending batches: %w", err)
 	}
-	get := func() []time.Time {
+	get := func() []batch {
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]time.Time(nil), closed...)
+		return append([]batch(nil), seen...)
 	}
 	return get, nc.Close, nil
+}
+
+// batch is one pending-pod batch seen on the bus.
+type batch struct {
+	closed  time.Time
+	pods    int
+	traceID string
+}
+
+// closeTimes are the times the batches closed.
+func closeTimes(bs []batch) []time.Time {
+	var out []time.Time
+	for _, b := range bs {
+		out = append(out, b.closed)
+	}
+	return out
+}
+
+// reportTraces prints a link to each batch's trace in Jaeger, with the services and spans
+// Jaeger holds of it: the scale-up from pod-watcher's batch to the launched, registered nodes.
+func reportTraces(ctx context.Context, jaegerURL string, bs []batch) {
+	fmt.Println("\nThe scale-up's trace in Jaeger (one per pending-pod batch):")
+	for _, b := range bs {
+		if b.traceID == "" {
+			fmt.Printf("  batch of %d pod(s): no trace context on the message\n", b.pods)
+			continue
+		}
+		// The services export every few seconds: wait for the spans to arrive.
+		var tr localcluster.Trace
+		var err error
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			tr, err = localcluster.JaegerTrace(ctx, jaegerURL, b.traceID)
+			if (err == nil && len(tr.Services()) >= 4) || time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		what := fmt.Sprintf("%d spans from %s", len(tr.Spans), strings.Join(tr.Services(), ", "))
+		if err != nil {
+			what = err.Error()
+		}
+		fmt.Printf("  batch of %d pod(s): %s\n    (%s)\n", b.pods, localcluster.TraceURL(jaegerURL, b.traceID), what)
+	}
 }
 
 // reportLatency prints, for every CreateFleet call, the time since the batch that led to it

@@ -3,13 +3,17 @@
 // of one background supervisor, logging under .local/logs. The supervisor starts a service
 // that dies again (backing off a crash loop) and records its pid in .local/pids/<service>.pid.
 //
-//	stack build    build the control-plane binaries into the cache (progress shown)
+//	stack build    build the control-plane binaries and Jaeger into the cache (progress shown)
 //	stack up       start the supervisor in the background, wait until ready, write .local/env
 //	stack status   show each component
 //	stack down     stop the supervisor and every process it started
 //	stack demo     up, then play the getting-started workload and show each step's time
 //
-// Flags have environment fallbacks (FLEETWRIGHT_STATE, NATS_PORT, KUBE_APISERVER_PORT, NATS_SERVER_BIN).
+// The supervisor also runs Jaeger (built from its Go module, tools/localcluster/modules/jaeger),
+// and the services export their traces to it.
+//
+// Flags have environment fallbacks (FLEETWRIGHT_STATE, NATS_PORT, KUBE_APISERVER_PORT,
+// JAEGER_PORT, JAEGER_OTLP_PORT, NATS_SERVER_BIN).
 package main
 
 import (
@@ -39,6 +43,8 @@ type config struct {
 	state       string // .local: state, logs, env file
 	natsPort    int
 	apiPort     int
+	jaegerPort  int // Jaeger's UI and HTTP API
+	otlpPort    int // Jaeger's OTLP/HTTP receiver
 	natsBin     string
 	bootDelay   time.Duration
 	region      string // the emulated AWS region, whose prices the launcher reads
@@ -52,6 +58,8 @@ func (c config) pidDir() string     { return filepath.Join(c.state, "pids") }
 func (c config) envFile() string    { return filepath.Join(c.state, "env") }
 func (c config) clusterDir() string { return filepath.Join(c.state, "cluster") }
 func (c config) natsURL() string    { return "nats://127.0.0.1:" + strconv.Itoa(c.natsPort) }
+func (c config) jaegerURL() string  { return "http://127.0.0.1:" + strconv.Itoa(c.jaegerPort) }
+func (c config) otlpURL() string    { return "http://127.0.0.1:" + strconv.Itoa(c.otlpPort) }
 
 func run() error {
 	if len(os.Args) < 2 {
@@ -63,6 +71,8 @@ func run() error {
 	fs.StringVar(&cfg.state, "state", service.Env("FLEETWRIGHT_STATE", ".local"), "directory for state, logs and the env file (env FLEETWRIGHT_STATE)")
 	fs.IntVar(&cfg.natsPort, "nats-port", service.EnvInt("NATS_PORT", 4222), "NATS client port on 127.0.0.1 (env NATS_PORT)")
 	fs.IntVar(&cfg.apiPort, "apiserver-port", service.EnvInt("KUBE_APISERVER_PORT", 6443), "kube-apiserver port on 127.0.0.1 (env KUBE_APISERVER_PORT)")
+	fs.IntVar(&cfg.jaegerPort, "jaeger-port", service.EnvInt("JAEGER_PORT", 16686), "Jaeger UI and HTTP API port on 127.0.0.1 (env JAEGER_PORT)")
+	fs.IntVar(&cfg.otlpPort, "jaeger-otlp-port", service.EnvInt("JAEGER_OTLP_PORT", 4318), "Jaeger's OTLP/HTTP port on 127.0.0.1, where the services send traces (env JAEGER_OTLP_PORT)")
 	fs.StringVar(&cfg.natsBin, "nats-server", service.Env("NATS_SERVER_BIN", ""), "nats-server binary (env NATS_SERVER_BIN; default: next to this binary)")
 	fs.IntVar(&cfg.demoTimeout, "timeout", 300, "demo: seconds to wait for each step")
 	fs.DurationVar(&cfg.bootDelay, "boot-delay", service.EnvDuration("AWSEMU_BOOT_DELAY", 0), "emulated instance boot time (env AWSEMU_BOOT_DELAY)")

@@ -20,8 +20,12 @@ import (
 	"github.com/fleetwright/fleetwright/tools/proc"
 )
 
+// build builds what the stack runs from the cache: the control plane, then Jaeger.
 func build(ctx context.Context) error {
-	_, err := localcluster.EnsureBinaries(ctx, os.Stdout)
+	if _, err := localcluster.EnsureBinaries(ctx, os.Stdout); err != nil {
+		return err
+	}
+	_, err := localcluster.EnsureJaeger(ctx, os.Stdout)
 	return err
 }
 
@@ -32,13 +36,13 @@ func up(ctx context.Context, cfg config) error {
 		fmt.Printf("stack: already running (supervisor pid %d)\n", pid)
 		return printEnv(cfg)
 	}
-	if _, err := localcluster.EnsureBinaries(ctx, os.Stdout); err != nil {
+	if err := build(ctx); err != nil {
 		return err
 	}
 	if _, err := os.Stat(cfg.natsBin); err != nil {
 		return fmt.Errorf("nats-server binary %s: %w (run `make up`, which builds it)", cfg.natsBin, err)
 	}
-	for _, port := range []int{cfg.natsPort, cfg.apiPort} {
+	for _, port := range []int{cfg.natsPort, cfg.apiPort, cfg.jaegerPort, cfg.otlpPort} {
 		if err := portFree(port); err != nil {
 			return err
 		}
@@ -138,6 +142,16 @@ func supervise(ctx context.Context, cfg config) error {
 		return err
 	}
 	fmt.Printf("stack: nats-server ready at %s\n", cfg.natsURL())
+	jaeger, err := localcluster.StartJaeger(ctx, localcluster.JaegerOptions{
+		Dir: cfg.state, Out: os.Stdout, QueryPort: cfg.jaegerPort, OTLPPort: cfg.otlpPort,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Println("stack: stopping jaeger")
+		_ = jaeger.Stop(10 * time.Second)
+	}()
 	procs, err := startComponents(ctx, cfg, cluster)
 	defer func() {
 		for i := len(procs) - 1; i >= 0; i-- {
@@ -170,9 +184,11 @@ func supervise(ctx context.Context, cfg config) error {
 			fmt.Printf("stack: %v\n", err)
 			reported["cluster"] = true
 		}
-		if !nats.Running() && !reported[nats.Name] {
-			fmt.Printf("stack: %v\n", nats.ExitError())
-			reported[nats.Name] = true
+		for _, p := range []*proc.Process{nats, jaeger.Process} {
+			if !p.Running() && !reported[p.Name] {
+				fmt.Printf("stack: %v\n", p.ExitError())
+				reported[p.Name] = true
+			}
 		}
 		for i, p := range procs {
 			if p.Running() {
@@ -230,6 +246,7 @@ func writeEnv(cfg config, cluster *localcluster.Cluster) error {
 		"# Written by `make up`; source it: . " + cfg.envFile(),
 		"export KUBECONFIG=" + cluster.Kubeconfig,
 		"export NATS_URL=" + cfg.natsURL(),
+		"export JAEGER_URL=" + cfg.jaegerURL(),
 		"export AWSEMU_ADMIN_URL=http://" + awsemuAddr + "/_emu",
 		"export FLEETWRIGHT_LOG_DIR=" + cfg.logDir(),
 		"export PATH=" + cluster.BinDir + ":$PATH",
@@ -245,7 +262,7 @@ func printEnv(cfg config) error {
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", cfg.envFile(), err)
 	}
-	fmt.Printf("\nThe local stack is up. Use it from a shell with:\n\n  . %s\n  kubectl get nodes\n  go run ./tools/fleetwright tap   # every message on fleetwright.>, one JSON line each\n\n%s\nLogs: %s\nStop it with: make down\n", cfg.envFile(), b, cfg.logDir())
+	fmt.Printf("\nThe local stack is up. Use it from a shell with:\n\n  . %s\n  kubectl get nodes\n  go run ./tools/fleetwright tap   # every message on fleetwright.>, one JSON line each\n\n%s\nTraces: %s (Jaeger)\nLogs: %s\nStop it with: make down\n", cfg.envFile(), b, cfg.jaegerURL(), cfg.logDir())
 	return nil
 }
 
@@ -282,6 +299,8 @@ func status(ctx context.Context, cfg config) error {
 	fmt.Printf("supervisor  pid %d  ready=%v\n", pid, ready == nil)
 	natsErr := proc.HTTPOK(ctx, nil, "http://127.0.0.1:"+strconv.Itoa(cfg.natsPort+4000)+"/healthz", "")
 	fmt.Printf("nats-server %s  %s\n", cfg.natsURL(), okOr(natsErr))
+	jaegerErr := proc.HTTPOK(ctx, nil, cfg.jaegerURL()+"/api/services", "")
+	fmt.Printf("%-11s %s  %s (traces in from %s)\n", "jaeger", cfg.jaegerURL(), okOr(jaegerErr), cfg.otlpURL())
 	exe, _ := os.Executable()
 	for _, c := range components(cfg, &localcluster.Cluster{Kubeconfig: filepath.Join(cfg.clusterDir(), "kubeconfig")}) {
 		state := okOr(proc.HTTPOK(ctx, nil, c.health, ""))
