@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -124,4 +125,25 @@ func TestSetupTracingRejectsUnknownProtocol(t *testing.T) {
 	_, err := setupTracing(t, "scheduler", "dev", "http://127.0.0.1:4318", "http/json")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unsupported OTLP protocol "http/json"`)
+}
+
+// A traceparent written from one span's context and read back parents the next span in the
+// same trace; an empty or malformed one leaves the context alone.
+func TestTraceParentRoundTrip(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer("t").Start(context.Background(), "decide")
+	defer span.End()
+	parent := TraceParent(ctx)
+	require.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, parent)
+
+	_, child := tp.Tracer("t").Start(WithTraceParent(context.Background(), parent), "later")
+	defer child.End()
+	assert.Equal(t, span.SpanContext().TraceID(), child.SpanContext().TraceID())
+
+	assert.Empty(t, TraceParent(context.Background()), "no span, no traceparent")
+	for _, bad := range []string{"", "00-zz-zz-01", "garbage"} {
+		_, s := tp.Tracer("t").Start(WithTraceParent(context.Background(), bad), "root")
+		assert.NotEqual(t, span.SpanContext().TraceID(), s.SpanContext().TraceID(), bad)
+		s.End()
+	}
 }

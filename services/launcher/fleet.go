@@ -14,6 +14,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
@@ -197,11 +201,29 @@ var errNoOverrides = errors.New("no instance type × subnet left to try: every o
 // createFleet launches one instance. A fleet that launched nothing because every pool was out
 // of capacity returns *InsufficientCapacityError naming the pools; any pools reported
 // exhausted alongside a successful launch are returned too, to be marked unavailable.
-func createFleet(ctx context.Context, api EC2API, r fleetRequest) (launched, []Offering, error) {
+//
+// The call is a span of its own (EC2.CreateFleet, named as OpenTelemetry's AWS SDK
+// instrumentation names calls): what was asked, and the offering EC2 launched or why none.
+func createFleet(ctx context.Context, api EC2API, r fleetRequest) (l launched, unavailable []Offering, err error) {
 	in := r.input()
 	if len(in.LaunchTemplateConfigs) == 0 {
 		return launched{}, nil, errNoOverrides
 	}
+	ctx, span := otel.Tracer("launcher").Start(ctx, "EC2.CreateFleet", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("rpc.system", "aws-api"), attribute.String("rpc.service", "EC2"), attribute.String("rpc.method", "CreateFleet"),
+		attribute.String("fleetwright.capacity_type", r.CapacityType), attribute.Int("fleetwright.overrides", overrides(in)),
+		attribute.StringSlice("fleetwright.instance_types", typeNames(r.InstanceTypes))))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		} else {
+			span.SetAttributes(attribute.String("fleetwright.instance_id", l.InstanceID), attribute.String("fleetwright.instance_type", l.InstanceType),
+				attribute.String("fleetwright.zone", l.Zone), attribute.String("fleetwright.capacity_type", l.CapacityType))
+		}
+		span.SetAttributes(attribute.Int("fleetwright.offerings_unavailable", len(unavailable)))
+		span.End()
+	}()
 	out, err := api.CreateFleet(ctx, in)
 	if err != nil {
 		return launched{}, nil, fmt.Errorf("creating fleet: %w", err)
@@ -233,6 +255,23 @@ func createFleet(ctx context.Context, api EC2API, r fleetRequest) (launched, []O
 		other = []string{"CreateFleet returned no instance and no error"}
 	}
 	return launched{}, unavailable, fmt.Errorf("creating fleet: %s", strings.Join(other, "; "))
+}
+
+// overrides counts the request's instance type × subnet overrides.
+func overrides(in *ec2.CreateFleetInput) int {
+	n := 0
+	for _, c := range in.LaunchTemplateConfigs {
+		n += len(c.Overrides)
+	}
+	return n
+}
+
+func typeNames(ts []fleetType) []string {
+	out := make([]string, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.Name)
+	}
+	return out
 }
 
 func (r fleetRequest) zoneOf(subnetID string) string {

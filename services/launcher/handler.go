@@ -59,6 +59,8 @@ type claimState struct {
 	Requests corev1.ResourceList
 	// Launch is the record of the last launch asked of EC2 for it (launchrecord.go).
 	Launch launchRecord
+	// TraceParent is the trace of the decision that created the claim (telemetry.TraceAnnotation).
+	TraceParent string
 }
 
 // values are the values of the claim's In requirement on key; nil when it has none (any).

@@ -27,6 +27,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/service"
+	"github.com/fleetwright/fleetwright/pkg/telemetry"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 )
 
@@ -92,14 +93,16 @@ func stateOf(nc *karpv1.NodeClaim) claimState {
 		Registered: nc.IsTrue(karpv1.ConditionTypeRegistered), Initialized: nc.IsTrue(karpv1.ConditionTypeInitialized),
 		Labels: maps.Clone(nc.Labels), Annotations: maps.Clone(nc.Annotations),
 		Requirements: nc.Spec.Requirements, Requests: nc.Spec.Resources.Requests, Launch: recordOf(nc.Annotations),
+		TraceParent: nc.Annotations[telemetry.TraceAnnotation],
 	}
 	if ref := nc.Spec.NodeClassRef; ref != nil {
 		s.NodeClassRef = &commonv1.ObjectRef{Group: ref.Group, Kind: ref.Kind, Name: ref.Name}
 	}
-	// The scheduler's record of the pods nominated to the claim, and the launcher's of its
-	// launch, are the claim's own: they are not synced to the node.
+	// The scheduler's record of the pods nominated to the claim, the launcher's of its launch,
+	// and the claim's trace are the claim's own: they are not synced to the node.
 	maps.DeleteFunc(s.Annotations, func(k, _ string) bool {
-		return strings.HasPrefix(k, podproj.NominationKeyPrefix) || k == launchRequestedAnnotation || k == launchTemplatesAnnotation
+		return strings.HasPrefix(k, podproj.NominationKeyPrefix) || k == launchRequestedAnnotation || k == launchTemplatesAnnotation ||
+			k == telemetry.TraceAnnotation
 	})
 	for _, t := range nc.Spec.StartupTaints {
 		s.StartupTaints = append(s.StartupTaints, &commonv1.Taint{Key: t.Key, Value: t.Value, Effect: string(t.Effect)})

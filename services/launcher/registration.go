@@ -8,6 +8,10 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +21,7 @@ import (
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/subject"
+	"github.com/fleetwright/fleetwright/pkg/telemetry"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	nodesv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/nodes/v1"
 )
@@ -72,16 +77,40 @@ func (r *registrar) reconcile(ctx context.Context) error {
 		node, ok := byProvider[c.ProviderID]
 		switch {
 		case ok && !c.Registered:
-			if err := r.register(ctx, c, node, log); err != nil {
+			sctx, span := r.claimSpan(ctx, "launcher.register", c, node)
+			err := r.register(sctx, c, node, log)
+			if err != nil {
 				log.Warn().Err(err).Msg("registering node")
 			}
+			endSpan(span, err)
 		case ok && c.Registered && !c.Initialized && node.Ready:
-			if err := r.initialize(ctx, c, node, log); err != nil {
+			sctx, span := r.claimSpan(ctx, "launcher.initialize", c, node)
+			err := r.initialize(sctx, c, node, log)
+			if err != nil {
 				log.Warn().Err(err).Msg("initializing node")
 			}
+			endSpan(span, err)
 		}
 	}
 	return nil
+}
+
+// claimSpan starts a span of work on a claim's node in the trace that created the claim (its
+// fleetwright.io/traceparent annotation): no message carries it, the pass runs on cluster
+// changes, yet the node registering and becoming ready belongs to the scale-up.
+func (r *registrar) claimSpan(ctx context.Context, name string, c claimState, n nodeState) (context.Context, trace.Span) {
+	return otel.Tracer("launcher").Start(telemetry.WithTraceParent(ctx, c.TraceParent), name,
+		trace.WithAttributes(attribute.String("fleetwright.nodeclaim", c.Name), attribute.String("fleetwright.node", n.Name),
+			attribute.String("fleetwright.nodepool", c.NodePool)))
+}
+
+// endSpan records err, if any, and ends the span.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 func (r *registrar) register(ctx context.Context, c claimState, n nodeState, log zerolog.Logger) error {

@@ -29,6 +29,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 	"github.com/fleetwright/fleetwright/pkg/subject"
+	"github.com/fleetwright/fleetwright/pkg/telemetry"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 )
 
@@ -299,6 +300,10 @@ func (s *scheduler) createClaim(ctx context.Context, c scheduling.NodeClaim, p p
 	span.SetAttributes(attribute.String("fleetwright.nodepool", c.NodePool), attribute.Int("fleetwright.pods", len(c.PodUIDs)),
 		attribute.StringSlice("fleetwright.instance_types", c.InstanceTypes), attribute.Float64("fleetwright.price_usd_per_hour", c.PriceUSDPerHour))
 	object := nodeClaimObject(c, p, batchID)
+	if tp := telemetry.TraceParent(ctx); tp != "" {
+		// The claim's later life (its node registering, the terminator's care) joins this trace.
+		object.Annotations[telemetry.TraceAnnotation] = tp
+	}
 	for _, m := range mutate {
 		m(object)
 	}

@@ -15,6 +15,7 @@ import (
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/clusterstate"
 	"github.com/fleetwright/fleetwright/pkg/service"
+	"github.com/fleetwright/fleetwright/pkg/telemetry"
 )
 
 // Keys the terminator reads and writes besides Karpenter's own.
@@ -119,7 +120,8 @@ func (k *kube) candidates() []candidate {
 			continue
 		}
 		c := candidate{claimRef: refOf(nc), RegisterBy: registerBy(nc, k.registrationTTL), Disrupting: nc.DeletionTimestamp != nil,
-			ClaimUnfinalized: nc.Status.NodeName != "" && nc.DeletionTimestamp == nil && !finalized(nc)}
+			ClaimUnfinalized: nc.Status.NodeName != "" && nc.DeletionTimestamp == nil && !finalized(nc),
+			TraceParent:      nc.Annotations[telemetry.TraceAnnotation]}
 		if c.NodeName != "" {
 			node, ok := k.cache.Node(c.NodeName)
 			if !ok {

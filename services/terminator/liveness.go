@@ -23,6 +23,8 @@ type candidate struct {
 	RegisterBy time.Time // a launched claim's node must have registered by then; zero once it has
 	// The termination finalizer is missing from the registered claim or its node.
 	ClaimUnfinalized, NodeUnfinalized bool
+	// TraceParent is the trace of the decision that created the claim (telemetry.TraceAnnotation).
+	TraceParent string
 }
 
 // action is one decision about one candidate: publish Intent.

@@ -18,6 +18,7 @@ import (
 	"github.com/fleetwright/fleetwright/pkg/sdkhttp"
 	"github.com/fleetwright/fleetwright/pkg/service"
 	"github.com/fleetwright/fleetwright/pkg/subject"
+	"github.com/fleetwright/fleetwright/pkg/telemetry"
 	commonv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/common/v1"
 	terminationv1 "github.com/fleetwright/fleetwright/proto/gen/fleetwright/termination/v1"
 )
@@ -154,6 +155,11 @@ func (d *decider) pass(ctx context.Context) (time.Time, error) {
 	if err := d.k.ensureFinalizers(ctx, cands); err != nil {
 		return time.Time{}, err
 	}
+	for _, c := range cands {
+		if !c.Disrupting && c.TraceParent != "" && d.once("watch/"+c.UID) {
+			d.traceWatch(ctx, c)
+		}
+	}
 	for _, a := range decide(cands, now) {
 		c := a.Candidate
 		log := d.log.With().Str("nodeclaim", c.Name).Str("node", c.NodeName).Str("nodepool", c.Pool).Logger()
@@ -168,6 +174,21 @@ func (d *decider) pass(ctx context.Context) (time.Time, error) {
 		}
 	}
 	return nextDeadline(cands, now), nil
+}
+
+// traceWatch records, in the trace of the scale-up that created it, that the terminator has
+// taken a launched claim in its care: from now on its node must register by its deadline, or
+// the terminator terminates it (liveness), and its deletion is drained here.
+func (d *decider) traceWatch(ctx context.Context, c candidate) {
+	registerBy := "registered"
+	if !c.RegisterBy.IsZero() {
+		registerBy = c.RegisterBy.UTC().Format(time.RFC3339)
+	}
+	_, span := tracer.Start(telemetry.WithTraceParent(ctx, c.TraceParent), "terminator.watch", trace.WithAttributes(
+		attribute.String("fleetwright.nodeclaim", c.Name), attribute.String("fleetwright.node", c.NodeName),
+		attribute.String("fleetwright.nodepool", c.Pool), attribute.String("fleetwright.instance_id", c.InstanceID),
+		attribute.String("fleetwright.register_by", registerBy)))
+	span.End()
 }
 
 // publishDecision publishes a termination intent in a span of its own, so the trace of an
