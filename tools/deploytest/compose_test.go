@@ -10,6 +10,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fleetwright/fleetwright/tools/localcluster"
 )
 
 func loadCompose(t *testing.T) *types.Project {
@@ -34,7 +36,8 @@ func TestComposeIsValidAndComplete(t *testing.T) {
 	nats := p.Services["nats"]
 	require.Contains(t, nats.Command, "--jetstream")
 	require.NotNil(t, nats.HealthCheck)
-	require.Equal(t, "true", *p.Services["jaeger"].Environment["COLLECTOR_OTLP_ENABLED"])
+	// The Jaeger make up builds (localcluster.JaegerVersion), whose image takes OTLP as it is.
+	require.Equal(t, "jaegertracing/jaeger:"+strings.TrimPrefix(localcluster.JaegerVersion, "v"), p.Services["jaeger"].Image)
 
 	for _, name := range append([]string{"awsemu"}, services...) {
 		s := p.Services[name]

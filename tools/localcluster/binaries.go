@@ -117,9 +117,12 @@ func build(ctx context.Context, moduleDir string, b binary, target string, out i
 	fmt.Fprintf(out, "localcluster: building %s from %s (cold builds take minutes; progress every 15s)\n", b.name, b.pkg)
 	tmp := target + ".tmp"
 	ldflags := ""
-	if b.module == "kube" {
+	switch b.module {
+	case "kube":
 		ldflags = "-X k8s.io/component-base/version.gitVersion=" + KubernetesVersion +
 			" -X k8s.io/client-go/pkg/version.gitVersion=" + KubernetesVersion
+	case "jaeger":
+		ldflags = "-X github.com/jaegertracing/jaeger/internal/version.latestVersion=" + JaegerVersion
 	}
 	cmd := exec.CommandContext(ctx, goTool(), "build", "-v", "-ldflags", ldflags, "-o", tmp, b.pkg)
 	cmd.Dir = moduleDir

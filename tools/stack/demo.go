@@ -296,27 +296,30 @@ func closeTimes(bs []batch) []time.Time {
 // reportTraces prints a link to each batch's trace in Jaeger, with the services and spans
 // Jaeger holds of it: the scale-up from pod-watcher's batch to the launched, registered nodes.
 func reportTraces(ctx context.Context, jaegerURL string, bs []batch) {
-	fmt.Println("\nThe scale-up's trace in Jaeger (one per pending-pod batch):")
+	fmt.Println("\nThe scale-up's trace in Jaeger, one per pending-pod batch (the UI link, then the HTTP API's JSON):")
 	for _, b := range bs {
 		if b.traceID == "" {
 			fmt.Printf("  batch of %d pod(s): no trace context on the message\n", b.pods)
 			continue
 		}
-		// The services export every few seconds: wait for the spans to arrive.
+		// The services export every few seconds: wait until all four have and no span is
+		// still arriving.
 		var tr localcluster.Trace
 		var err error
-		for deadline := time.Now().Add(15 * time.Second); ; {
+		for deadline, seen := time.Now().Add(20*time.Second), -1; ; {
 			tr, err = localcluster.JaegerTrace(ctx, jaegerURL, b.traceID)
-			if (err == nil && len(tr.Services()) >= 4) || time.Now().After(deadline) || ctx.Err() != nil {
+			if (err == nil && len(tr.Services()) >= 4 && len(tr.Spans) == seen) || time.Now().After(deadline) || ctx.Err() != nil {
 				break
 			}
-			time.Sleep(500 * time.Millisecond)
+			seen = len(tr.Spans)
+			time.Sleep(2 * time.Second)
 		}
 		what := fmt.Sprintf("%d spans from %s", len(tr.Spans), strings.Join(tr.Services(), ", "))
 		if err != nil {
 			what = err.Error()
 		}
-		fmt.Printf("  batch of %d pod(s): %s\n    (%s)\n", b.pods, localcluster.TraceURL(jaegerURL, b.traceID), what)
+		fmt.Printf("  batch of %d pod(s): %s\n    %s\n    (%s)\n", b.pods, localcluster.TraceURL(jaegerURL, b.traceID),
+			strings.TrimRight(jaegerURL, "/")+"/api/traces/"+b.traceID, what)
 	}
 }
 
