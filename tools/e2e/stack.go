@@ -90,8 +90,9 @@ func NewStackWith(t testing.TB, opt Options) *Stack {
 		services = Services
 	}
 	if opt.Jaeger {
-		// Built once into the cache (make cluster-bin builds it too); a cold build takes minutes.
-		bctx, bcancel := context.WithTimeout(context.Background(), 30*time.Minute)
+		// Built once into the cache (make cluster-bin builds it too): a cold build takes 10 to 40
+		// minutes on 2 cores, as busy as they are.
+		bctx, bcancel := context.WithTimeout(context.Background(), time.Hour)
 		_, err := localcluster.EnsureJaeger(bctx, os.Stderr)
 		bcancel()
 		require.NoError(t, err)
