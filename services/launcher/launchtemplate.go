@@ -223,9 +223,15 @@ func (t *templates) collect(ctx context.Context, cluster string, classes map[str
 	return deleted, nil
 }
 
+// templateMinAge is the youngest a template of a live class may be when collect deletes it,
+// whatever the collection interval: the launch records that keep a template are read from the
+// informer's cache, which can lag a launch's write of its record by more than a short interval
+// on a busy machine, and a template that young is one a launch has just made to use.
+const templateMinAge = 10 * time.Second
+
 // unused says whether a template of a live class is one collect may delete.
 func unused(name, cluster string, created *time.Time, used map[string]bool, now time.Time, minAge time.Duration) bool {
-	return strings.HasPrefix(name, "fleetwright/"+cluster+"/") && !used[name] && created != nil && now.Sub(*created) >= minAge
+	return strings.HasPrefix(name, "fleetwright/"+cluster+"/") && !used[name] && created != nil && now.Sub(*created) >= max(minAge, templateMinAge)
 }
 
 // templateClass is the node class a template was made for (its classTag).
