@@ -263,14 +263,7 @@ func runSuites(ctx context.Context, root string, t target, o options) ([]result,
 			results = append(results, res)
 		}
 	}
-	// Ginkgo lists a suite's specs in a random order; the table is by suite, then by name, so
-	// that two reports of the same results are the same file.
-	slices.SortStableFunc(results, func(a, b result) int {
-		if c := strings.Compare(a.spec.suite.name, b.spec.suite.name); c != 0 {
-			return c
-		}
-		return strings.Compare(a.spec.name(), b.spec.name())
-	})
+	sortResults(results)
 	return results, nil
 }
 
@@ -292,4 +285,15 @@ func pinnedVersions(root string) string {
 		return "unknown"
 	}
 	return "`" + strings.Join(strings.Fields(string(b)), "`, `") + "`"
+}
+
+// sortResults orders results by suite, then by name: ginkgo lists a suite's specs in a random
+// order, and two reports of the same results must be the same file.
+func sortResults(results []result) {
+	slices.SortStableFunc(results, func(a, b result) int {
+		if c := strings.Compare(a.spec.suite.name, b.spec.suite.name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.spec.name(), b.spec.name())
+	})
 }

@@ -68,3 +68,17 @@ func TestNotRunSpecsAreCountedApart(t *testing.T) {
 	require.Contains(t, sb.String(), "regression: 1 run, 1 passed, 0 failed, 0 skipped")
 	require.Contains(t, sb.String(), "not run yet: 2 specs (batches nodeclaim, performance), in neither line above")
 }
+
+// Two reports of the same results are the same file, whatever order ginkgo listed the specs in
+// (it shuffles them): results are by suite, then by name.
+func TestResultsAreInOneOrder(t *testing.T) {
+	reg, sched := suites[0], suites[len(suites)-1]
+	x := result{spec: spec{suite: sched, text: "Scheduling a"}}
+	y := result{spec: spec{suite: reg, text: "Drift b"}}
+	z := result{spec: spec{suite: reg, text: "Chaos c"}}
+	one, other := []result{x, y, z}, []result{z, x, y}
+	sortResults(one)
+	sortResults(other)
+	require.Equal(t, one, other)
+	require.Equal(t, []string{"Chaos c", "Drift b", "Scheduling a"}, []string{one[0].spec.text, one[1].spec.text, one[2].spec.text})
+}
