@@ -439,9 +439,11 @@ func TestFaultMalformedAndOversizedMessages(t *testing.T) {
 		require.Eventually(t, func() bool { return dlCount(p.Of(leaf)) == 3 }, time.Minute, 200*time.Millisecond, "3 dead letters for %s", leaf)
 	}
 	require.Eventually(t, func() bool { return dlCount(p.Of(subject.SQSInterruptions)) == 3 }, time.Minute, 200*time.Millisecond, "3 dead letters for the queue")
-	last, err := dls.GetLastMsgForSubject(ctx, p.DeadLetter(p.Of(subject.LaunchIntents)))
-	require.NoError(t, err)
-	assert.Equal(t, fmt.Sprint(int(nc.MaxPayload())-200), last.Header.Get(bus.HeaderTruncated), "the oversized message is dead-lettered cut, saying so")
+	// The launcher's workers decode in parallel, so the oversized message's dead letter is found
+	// by the id it was published with, not by its place on the subject.
+	oversized := infraDeadLetterOf(t, js, p.DeadLetter(p.Of(subject.LaunchIntents)), fmt.Sprintf("fault-%s-2", subject.LaunchIntents))
+	assert.Equal(t, fmt.Sprint(int(nc.MaxPayload())-200), oversized.Headers().Get(bus.HeaderTruncated), "the oversized message is dead-lettered cut, saying so")
+	assert.Less(t, len(oversized.Data()), int(nc.MaxPayload())-200, "the oversized message's dead letter is cut")
 	attrs, err := sqsc.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
 	require.NoError(t, err)
 	assert.Equal(t, "0", attrs.Attributes["ApproximateNumberOfMessages"], "the bad bodies left the queue")
@@ -455,6 +457,34 @@ func TestFaultMalformedAndOversizedMessages(t *testing.T) {
 	infraAllReady(t, s, infraWithTerminator(), 1)
 	infraLogf(t, "3 bad messages (garbage, wrong type, %d bytes) on each of %d subjects and 3 bad SQS bodies: all counted and dead-lettered; 4 pods Running %s after the next scale-up; invariants held",
 		int(nc.MaxPayload())-200, len(infraConsumedBy), running.Round(100*time.Millisecond))
+}
+
+// infraDeadLetterOf reads the dead letters on dlSubject and returns the one parked for the message
+// published with Nats-Msg-Id originalID.
+func infraDeadLetterOf(t *testing.T, js jetstream.JetStream, dlSubject, originalID string) jetstream.Msg {
+	t.Helper()
+	ctx := context.Background()
+	stream, err := js.StreamNameBySubject(ctx, dlSubject)
+	require.NoError(t, err)
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{dlSubject}})
+	require.NoError(t, err)
+	var seen []string
+	for {
+		batch, err := cons.Fetch(10, jetstream.FetchMaxWait(2*time.Second))
+		require.NoError(t, err)
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			id := m.Headers().Get(bus.HeaderOriginalMsgID)
+			if id == originalID {
+				return m
+			}
+			seen = append(seen, id)
+		}
+		if n == 0 {
+			t.Fatalf("no dead letter on %s for message %s (fetch: %v); dead letters there are for %v", dlSubject, originalID, batch.Error(), seen)
+		}
+	}
 }
 
 // infraSQS is an SQS client of the real SDK pointed at the stack's emulator.
