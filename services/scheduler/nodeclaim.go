@@ -256,14 +256,14 @@ func (s *scheduler) createPlanned(ctx context.Context, c scheduling.NodeClaim, v
 				noms[i] = n
 			}
 		}
-		s.remember(nc.Name, noms, nil)
+		s.remember(nc.Name, string(nc.UID), noms, nil)
 	} else {
 		s.metrics.claimCreated(createdForProvisioning, createdProvisioned, c.NodePool)
 		log.Info().Str("nodeclaim", nc.Name).Str("nodepool", c.NodePool).Str("requests", scheduling.FormatResources(c.Requests)).
 			Int("instance-types", len(c.InstanceTypes)).Strs("zones", c.Zones).Strs("capacity-types", c.CapacityTypes).
 			Float64("price", c.PriceUSDPerHour).Int("pods", len(pods)).Msg("created nodeclaim")
 		log.Info().Str("nodeclaim", nc.Name).Msg(launchMessage(len(c.PodUIDs), c.Requests, c.InstanceTypes))
-		s.remember(nc.Name, noms, pods)
+		s.remember(nc.Name, string(nc.UID), noms, pods)
 	}
 	faultpoint.Reach(faultpoint.SchedulerMidNomination)
 	return cr, nil
@@ -359,8 +359,9 @@ func (s *scheduler) nominateTo(ctx context.Context, claim string, pods []*corev1
 	if err != nil {
 		return err
 	}
-	err = s.retryTerm(wctx, func() error {
-		_, err := s.claims.Patch(wctx, claim, types.MergePatchType, patch, metav1.PatchOptions{})
+	var patched *unstructured.Unstructured
+	err = s.retryTerm(wctx, func() (err error) {
+		patched, err = s.claims.Patch(wctx, claim, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
 	})
 	if err = s.cut(wctx, "nomination", err); errors.Is(err, errFenced) {
@@ -370,20 +371,18 @@ func (s *scheduler) nominateTo(ctx context.Context, claim string, pods []*corev1
 		return fmt.Errorf("nominating %d pod(s) to nodeclaim %s: %w", len(pods), claim, err)
 	}
 	faultpoint.Reach(faultpoint.SchedulerMidNomination)
-	s.remember(claim, noms, pods)
+	s.remember(claim, string(patched.GetUID()), noms, pods)
 	return nil
 }
 
 // remember keeps the nominations recorded on the claim in this replica's memory, until its cache
-// shows them, and tells each pod (given) where it goes in an event.
-func (s *scheduler) remember(claim string, noms []podproj.PodNomination, pods []*corev1.Pod) {
+// shows them, and tells each pod (given) where it goes in an event, within the events' budget.
+func (s *scheduler) remember(claim, claimUID string, noms []podproj.PodNomination, pods []*corev1.Pod) {
 	for _, n := range noms {
 		ns, name, _ := strings.Cut(n.Pod, "/")
 		s.recent.addNomination(n.UID, nomination{namespace: ns, name: name, claim: claim, at: n.At})
 	}
-	for _, pod := range pods {
-		nominated(s.recorder, pod, "nodeclaim", claim)
-	}
+	s.nominatedEvents.tell(claim, claimUID, pods)
 }
 
 // publishIntent publishes the claim's LaunchIntent with Nats-Msg-Id = NodeClaim name.

@@ -35,12 +35,14 @@ type scheduler struct {
 	recent      *recent
 	lease       *leaseHold // this replica's hold on the Lease, which fences its writes
 	recorder    record.EventRecorder
-	claims      dynamic.NamespaceableResourceInterface
-	now         func() time.Time
-	podEvents   *lastPodEvents
-	pending     *pendingCommand // the leader's disruption command waiting to be validated again
-	onceMu      sync.Mutex
-	seen        map[string]time.Time // what was logged and told once (see once)
+	// nominatedEvents records the per-pod Nominated events, within their budget.
+	nominatedEvents *nominatedEvents
+	claims          dynamic.NamespaceableResourceInterface
+	now             func() time.Time
+	podEvents       *lastPodEvents
+	pending         *pendingCommand // the leader's disruption command waiting to be validated again
+	onceMu          sync.Mutex
+	seen            map[string]time.Time // what was logged and told once (see once)
 }
 
 // serve builds the scheduler on rt (informers, catalog, lease) and runs it until ctx ends.
@@ -58,6 +60,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 		claims: dyn.Resource(clusterstate.NodeClaims), recorder: rt.Events}
 	s.unavailable = offerings.NewUnavailable(s.now)
 	s.recent = newRecent(s.now)
+	s.nominatedEvents = newNominatedEvents(s.recorder, s.recent, cfg.NominatedEventBurst, cfg.NominatedEventQPS)
 	s.lease = newLeaseHold(cfg.Identity, cfg.Namespace+"/"+leaseName, cfg.RenewDeadline)
 	s.podEvents = newLastPodEvents(s.now)
 	if _, err := cl.Pods.AddEventHandler(s.podEvents.handler()); err != nil {
