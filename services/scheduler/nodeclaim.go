@@ -224,6 +224,16 @@ func (s *scheduler) createPlanned(ctx context.Context, c scheduling.NodeClaim, v
 			noms = append(noms, podproj.PodNomination{UID: uid, Pod: pod.Namespace + "/" + pod.Name, At: at})
 		}
 	}
+	// The claim records as many of its pods' nominations as its budget takes (the plan is
+	// deterministic, so a delivery again keeps the same ones); the others are not nominated, and
+	// a later batch plans them onto a claim with room (the node may still take them: it is
+	// sized for them all).
+	noms, over := podproj.WithinBudget(0, noms)
+	pods = pods[:len(noms)]
+	if len(over) > 0 {
+		log.Info().Str("nodepool", c.NodePool).Int("pods", len(noms)+len(over)).Int("left", len(over)).
+			Msgf("a nodeclaim records the nominations of at most %d KiB of pods: %d pod(s) left for a later batch", podproj.NominationBudget>>10, len(over))
+	}
 	nc, err := s.createClaim(ctx, c, p, batchID, func(nc *karpv1.NodeClaim) {
 		for _, n := range noms {
 			nc.Annotations[podproj.NominationKey(n.UID)] = n.Value()
@@ -350,6 +360,15 @@ func (s *scheduler) nominateTo(ctx context.Context, claim string, pods []*corev1
 	for _, pod := range pods {
 		noms = append(noms, podproj.PodNomination{UID: string(pod.UID), Pod: pod.Namespace + "/" + pod.Name, At: at})
 	}
+	noms, over := podproj.WithinBudget(s.recordsSize(claim), noms)
+	pods = pods[:len(noms)]
+	if len(over) > 0 {
+		s.rt.Log.Info().Ctx(ctx).Str("nodeclaim", claim).Int("left", len(over)).
+			Msgf("nodeclaim records the nominations of at most %d KiB of pods: %d pod(s) left for a later batch", podproj.NominationBudget>>10, len(over))
+	}
+	if len(noms) == 0 {
+		return nil
+	}
 	wctx, done, err := s.fence(ctx, "nomination")
 	if err != nil {
 		return err
@@ -373,6 +392,22 @@ func (s *scheduler) nominateTo(ctx context.Context, claim string, pods []*corev1
 	faultpoint.Reach(faultpoint.SchedulerMidNomination)
 	s.remember(claim, string(patched.GetUID()), noms, pods)
 	return nil
+}
+
+// recordsSize is the bytes the claim's nomination records take: those its cached object holds,
+// and those this replica wrote since that the cache does not show yet.
+func (s *scheduler) recordsSize(claim string) int {
+	var annotations map[string]string
+	if nc, ok := s.cluster.Claim(claim); ok {
+		annotations = nc.Annotations
+	}
+	size := podproj.RecordsSize(annotations)
+	for uid, n := range s.recent.nominatedTo(claim) {
+		if _, cached := annotations[podproj.NominationKey(uid)]; !cached {
+			size += podproj.PodNomination{UID: uid, Pod: n.namespace + "/" + n.name, At: n.at}.RecordSize()
+		}
+	}
+	return size
 }
 
 // remember keeps the nominations recorded on the claim in this replica's memory, until its cache

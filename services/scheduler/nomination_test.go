@@ -151,3 +151,57 @@ func TestNominationsANodeCannotHonourEnd(t *testing.T) {
 	}, time.Minute, 100*time.Millisecond, "scheduled again onto new capacity: its latest nomination is a live one")
 	assert.Equal(t, "crowded-claim", e.nominatedTo(held[0]), "the live nomination is left alone")
 }
+
+// Issue 30: a node that takes thousands of tiny pods never makes a NodeClaim write fail. One
+// claim records the nominations of as many pods as its budget (podproj.NominationBudget, 64 KiB)
+// takes, and plans no more onto it; the others, offered again, get claims of their own, and every
+// pod ends up covered by a claim's record. Here 700 pods whose records weigh about 220 bytes each
+// (long namespace and names) would take 150 KB on one claim; a few hundred more (more than this
+// machine's controller-manager makes within the harness's minute) would take more than the
+// 256 KiB Kubernetes allows all of an object's annotations, and the claim's create would fail.
+func TestNominationRecordsStayWithinTheirBudget(t *testing.T) {
+	e := newEnv(t, "sched-budget-with-a-namespace-name-as-long-as-some-clusters", v1Example)
+	e.patch(clusterstate.NodeClasses, "default", `{"spec":{"kubelet":{"maxPods":800}}}`)
+	e.start("budget")
+	pods := e.pendingPods("tiny-pods-with-a-name-as-long-as-a-deployment-name-can-make-it", 700, "1m")
+
+	covered := func() (byUID map[string]string, claims []karpv1.NodeClaim) {
+		claims = e.nodeClaims()
+		byUID = map[string]string{}
+		for i := range claims {
+			assert.LessOrEqual(t, podproj.RecordsSize(claims[i].Annotations), podproj.NominationBudget,
+				"nodeclaim %s records its nominations within the budget", claims[i].Name)
+			for _, n := range podproj.NominationsOn(&claims[i]) {
+				byUID[n.UID] = n.Claim
+			}
+		}
+		return byUID, claims
+	}
+	// As pod-watcher does: offer the pods no claim records, until none is left.
+	batches := uint64(0)
+	for round := 1; ; round++ {
+		byUID, _ := covered()
+		var left []*corev1.Pod
+		for _, p := range pods {
+			if byUID[string(p.UID)] == "" {
+				left = append(left, p)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		require.LessOrEqual(t, round, 10, "%d pod(s) still without a nomination", len(left))
+		batches++
+		e.publishBatch(fmt.Sprintf("budget-%d", round), left)
+		e.batchesDone(batches)
+	}
+	_, claims := covered()
+	assert.Greater(t, len(claims), 1, "one claim could not record them all")
+
+	// Covered: offered again, the pods need no capacity.
+	batches++
+	e.publishBatch("budget-again", pods)
+	e.batchesDone(batches)
+	_, again := covered()
+	assert.Len(t, again, len(claims), "no claim for pods a claim's record covers")
+}
