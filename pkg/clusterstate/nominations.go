@@ -16,6 +16,7 @@ import (
 type nominationRecords struct {
 	mu      sync.Mutex
 	byClaim map[string]parsedRecords // by claim name
+	sweepAt int                      // the size of byClaim at which it is swept next
 }
 
 type parsedRecords struct {
@@ -46,13 +47,15 @@ func (c *Cache) records(nc *karpv1.NodeClaim) parsedRecords {
 		c.noms.byClaim = map[string]parsedRecords{}
 	}
 	c.noms.byClaim[nc.Name] = p
-	if len(c.noms.byClaim) > 2*len(c.NodeClaims.GetStore().ListKeys())+64 {
-		// Claims deleted between a read and its keeping: drop what the informer no longer holds.
+	if len(c.noms.byClaim) > c.noms.sweepAt {
+		// Claims deleted between a read and its keeping: drop what the informer no longer holds,
+		// whenever the memory has doubled since the last sweep.
 		for name := range c.noms.byClaim {
 			if _, ok := c.Claim(name); !ok {
 				delete(c.noms.byClaim, name)
 			}
 		}
+		c.noms.sweepAt = 2*len(c.noms.byClaim) + 64
 	}
 	return p
 }

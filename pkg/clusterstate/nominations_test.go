@@ -83,3 +83,16 @@ func TestNominationRecordsFollowTheClaim(t *testing.T) {
 	assert.Len(t, c.NominationsOn(next), 1)
 	assert.Empty(t, c.noms.byClaim, "a claim the informer no longer holds is not kept")
 }
+
+// A claim whose delete the memory missed (deleted between a read and its keeping) is swept out
+// as the memory grows.
+func TestNominationRecordsOfClaimsGoneAreSwept(t *testing.T) {
+	c, claims := nominationsCache(t, 70, 1)
+	c.NominationsOn(claims[0])
+	require.NoError(t, c.NodeClaims.GetIndexer().Delete(claims[0]))
+	for _, nc := range claims[1:] {
+		c.NominationsOn(nc)
+	}
+	assert.NotContains(t, c.noms.byClaim, claims[0].Name)
+	assert.Len(t, c.noms.byClaim, 69)
+}
