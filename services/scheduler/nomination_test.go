@@ -205,3 +205,26 @@ func TestNominationRecordsStayWithinTheirBudget(t *testing.T) {
 	_, again := covered()
 	assert.Len(t, again, len(claims), "no claim for pods a claim's record covers")
 }
+
+// Issue 30: the nomination check follows changes rather than a clock. With its interval an
+// hour, a pod bound after the scheduler started to the node of a claim that pods are nominated
+// to starts the check, which ends the nomination that no longer fits.
+func TestNominationCheckFollowsChanges(t *testing.T) {
+	e := newEnv(t, "sched-check-kicked", v1Example)
+	e.start("check-kicked", "--nomination-grace", "1h", "--nomination-check-interval", "1h")
+	held := e.pendingPods("held", 2, "1")
+	now := time.Now().UTC().Truncate(time.Second)
+	e.readyClaim("kicked-claim", "kicked-node", "2", now)
+	e.nominateTo(held[:1], "kicked-claim", now.Add(-10*time.Second))
+	e.nominateTo(held[1:], "kicked-claim", now)
+	foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: e.ns}, Spec: corev1.PodSpec{
+		NodeName:   "kicked-node",
+		Containers: []corev1.Container{{Name: "c", Image: "pause", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+	_, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, foreign, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool { return e.nominationOf(held[1]).Ended != "" }, time.Minute, 100*time.Millisecond,
+		"the nomination that no longer fits is ended without waiting for the interval")
+	assert.Contains(t, e.nominationOf(held[1]).Ended, "its node kicked-node (nodeclaim/kicked-claim) has no room left for it")
+	assert.Empty(t, e.nominationOf(held[0]).Ended, "the older nomination fits in what the foreign pod left")
+}

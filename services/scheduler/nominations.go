@@ -80,6 +80,10 @@ func (s *scheduler) endUnfulfillable(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// nominationCheckGap is the least time between the end of a nomination check and one a change
+// starts: under a scale-out's churn the check runs once every 2 s, as it did on a clock.
+const nominationCheckGap = 2 * time.Second
+
 // stale reports whether a claim's record of a nomination no longer matters: its pod is gone,
 // replaced, bound or finished, or was nominated to another claim since.
 func (s *scheduler) stale(n podproj.PodNomination) bool {
