@@ -77,6 +77,7 @@ type Cache struct {
 	factories []interface{ Start(<-chan struct{}) }
 	synced    []cache.InformerSynced
 	warned    sync.Map // what was logged, by subject, with the resource version it was about
+	noms      nominationRecords
 }
 
 // Index names.
@@ -133,6 +134,15 @@ func New(kube kubernetes.Interface, dyn dynamic.Interface, want Want, log zerolo
 	if want.NodeClaims {
 		c.NodeClaims = add(df.ForResource(NodeClaims).Informer(), Typed[karpv1.NodeClaim]())
 		errs = append(errs, c.NodeClaims.AddIndexers(cache.Indexers{byInstance: claimByInstance, byNominee: claimByNominee}))
+		_, err := c.NodeClaims.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(o any) {
+			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if m, ok := o.(metav1.Object); ok {
+				c.forgetRecords(m.GetName())
+			}
+		}})
+		errs = append(errs, err)
 	}
 	// The v1alpha5 generation is optional, each of its kinds on its own: a kind whose CRD is
 	// not installed has nothing to translate.
@@ -274,7 +284,7 @@ func (c *Cache) PodsNominatedTo(claim string) []*corev1.Pod {
 // claim just deleted, as its delete event carries it, included).
 func (c *Cache) NomineesOf(nc *karpv1.NodeClaim) []*corev1.Pod {
 	var out []*corev1.Pod
-	for _, n := range podproj.NominationsOn(nc) {
+	for _, n := range c.records(nc).sorted {
 		ns, name, _ := strings.Cut(n.Pod, "/")
 		if p, ok := c.Pod(ns, name); ok && string(p.UID) == n.UID && p.Spec.NodeName == "" {
 			out = append(out, p)
@@ -289,7 +299,7 @@ func (c *Cache) NomineesOf(nc *karpv1.NodeClaim) []*corev1.Pod {
 func (c *Cache) NominationOf(uid string) podproj.PodNomination {
 	var latest podproj.PodNomination
 	for _, nc := range byIndex[karpv1.NodeClaim](c.NodeClaims, byNominee, uid) {
-		if n, ok := podproj.NominationOn(nc, uid); ok && (latest.Claim == "" || n.Supersedes(latest)) {
+		if n, ok := c.records(nc).byUID[uid]; ok && (latest.Claim == "" || n.Supersedes(latest)) {
 			latest = n
 		}
 	}

@@ -127,6 +127,49 @@ func NominationPatch(noms []PodNomination) []byte {
 	return b
 }
 
+// NominationBudget bounds the bytes (keys and values) of the nomination records one NodeClaim
+// holds: a quarter of the 256 KiB Kubernetes allows all of an object's annotations, leaving room
+// for the others and for the reasons a nomination check writes into records it ends. A record
+// takes about 130 bytes, so a claim records the nominations of about 500 pods; the scheduler
+// records no more (WithinBudget), and plans no further pod onto a claim whose budget is spent
+// (NominationsFull): such a pod waits for a later batch and a claim with room, so a node with
+// thousands of tiny pods never makes a NodeClaim write fail.
+const NominationBudget = 64 << 10
+
+// RecordSize is the bytes the nomination's record takes on its claim.
+func (n PodNomination) RecordSize() int { return len(NominationKey(n.UID)) + len(n.Value()) }
+
+// RecordsSize is the bytes the nomination records among the annotations take.
+func RecordsSize(annotations map[string]string) int {
+	size := 0
+	for k, v := range annotations {
+		if strings.HasPrefix(k, NominationKeyPrefix) {
+			size += len(k) + len(v)
+		}
+	}
+	return size
+}
+
+// maxRecordSize is the largest record a pod's nomination can take: a UID, the longest namespace
+// and name, a time.
+var maxRecordSize = PodNomination{UID: strings.Repeat("u", 36), Pod: strings.Repeat("n", 63) + "/" + strings.Repeat("p", 253),
+	At: time.Date(2006, 1, 2, 15, 4, 5, 0, time.UTC)}.RecordSize()
+
+// NominationsFull reports whether a claim whose nomination records take size bytes has no room
+// left in its budget for the record of any pod.
+func NominationsFull(size int) bool { return size+maxRecordSize > NominationBudget }
+
+// WithinBudget splits nominations to one claim, whose records take used bytes already, into
+// those whose records fit its budget, in the order given, and those left over.
+func WithinBudget(used int, noms []PodNomination) (kept, over []PodNomination) {
+	for i, n := range noms {
+		if used += n.RecordSize(); used > NominationBudget {
+			return noms[:i:i], noms[i:]
+		}
+	}
+	return noms, nil
+}
+
 // Default bounds of a nomination (see NominationRule).
 const (
 	DefaultNominationGrace = 20 * time.Second

@@ -2,6 +2,8 @@ package podproj
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,4 +120,29 @@ func TestNominationSupersedes(t *testing.T) {
 	assert.False(t, ended.Supersedes(live))
 	assert.True(t, PodNomination{Claim: "a", At: at.Add(time.Second), Ended: "no room"}.Supersedes(live), "later wins")
 	assert.False(t, live.Supersedes(live))
+}
+
+// Issue 30: a claim's nomination records stay within their budget, whatever the pods' number;
+// the nominations past it are left over, in order.
+func TestNominationsStayWithinTheBudget(t *testing.T) {
+	at := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
+	var noms []PodNomination
+	annotations := map[string]string{"other": strings.Repeat("x", 1000)}
+	for i := range 2000 {
+		noms = append(noms, PodNomination{UID: fmt.Sprintf("00000000-0000-0000-0000-%012d", i), Pod: fmt.Sprintf("apps/web-%d", i), At: at})
+	}
+	kept, over := WithinBudget(0, noms)
+	require.NotEmpty(t, over)
+	assert.Equal(t, noms, append(append([]PodNomination(nil), kept...), over...), "split in order")
+	for _, n := range kept {
+		annotations[NominationKey(n.UID)] = n.Value()
+	}
+	assert.LessOrEqual(t, RecordsSize(annotations), NominationBudget)
+	assert.Greater(t, RecordsSize(annotations)+over[0].RecordSize(), NominationBudget, "as many as fit are kept")
+	assert.True(t, NominationsFull(RecordsSize(annotations)))
+	assert.False(t, NominationsFull(0))
+
+	kept, over = WithinBudget(NominationBudget-noms[0].RecordSize(), noms[:2])
+	assert.Equal(t, noms[:1], kept)
+	assert.Equal(t, noms[1:2], over)
 }

@@ -29,9 +29,14 @@ type config struct {
 	// in progress meanwhile (pkg/bus heartbeats), however long past AckWait that is.
 	BatchTimeout time.Duration
 	// Nomination bounds how long a pod nominated to a NodeClaim holds the room planned for it;
-	// NominationCheck is how often the leader ends nominations ready nodes cannot honour.
+	// NominationCheck is how often at the least the leader ends nominations ready nodes cannot
+	// honour (changes start the check sooner: nominationCheckGap).
 	Nomination      podproj.NominationRule
 	NominationCheck time.Duration
+	// NominatedEventBurst and NominatedEventQPS bound the per-pod Nominated events (a token
+	// bucket): a scale-out of thousands of pods tells the first pods, and the claim the rest.
+	NominatedEventBurst int
+	NominatedEventQPS   float64
 	// LaunchLoop stops launching nodes for a workload whose launched nodes keep coming up without
 	// room for it.
 	LaunchLoop podproj.LaunchLoopRule
@@ -74,8 +79,12 @@ func parseConfig(args []string) (config, error) {
 		"how long the handling of one pending-pod batch may take before it is given up and retried; a batch of thousands of pods takes minutes at the client's QPS (env BATCH_TIMEOUT)")
 	c.Nomination.RegisterFlags(fs, service.EnvDuration)
 	c.LaunchLoop.RegisterFlags(fs, service.EnvInt, service.EnvDuration)
-	fs.DurationVar(&c.NominationCheck, "nomination-check-interval", service.EnvDuration("NOMINATION_CHECK_INTERVAL", 2*time.Second),
-		"how often the leader ends the nominations of pods a ready node has no room left for (env NOMINATION_CHECK_INTERVAL)")
+	fs.DurationVar(&c.NominationCheck, "nomination-check-interval", service.EnvDuration("NOMINATION_CHECK_INTERVAL", 30*time.Second),
+		"how often at the least the leader ends the nominations of pods a ready node has no room left for; a change of a NodeClaim, node or pod starts the check sooner, at most once every 2 s (env NOMINATION_CHECK_INTERVAL)")
+	fs.IntVar(&c.NominatedEventBurst, "nominated-event-burst", service.EnvInt("NOMINATED_EVENT_BURST", 100),
+		"per-pod Nominated events recorded at once before --nominated-event-qps bounds them; pods past the bound are counted in one Nominated event on their NodeClaim; 0: none (env NOMINATED_EVENT_BURST)")
+	fs.Float64Var(&c.NominatedEventQPS, "nominated-event-qps", service.EnvFloat("NOMINATED_EVENT_QPS", 10),
+		"per-pod Nominated events recorded per second once --nominated-event-burst is spent (env NOMINATED_EVENT_QPS)")
 	scheduling.VMOverheadFlag(fs, &c.VMMemoryOverhead, service.EnvFloat)
 	fs.StringVar((*string)(&c.PreferencePolicy), "preference-policy", service.Env("PREFERENCE_POLICY", string(scheduling.PreferenceRespect)),
 		"Respect: pods' preferences hold until a pod cannot be placed, then are relaxed one at a time in Karpenter's order; Ignore: they are not considered (env PREFERENCE_POLICY)")
@@ -102,6 +111,9 @@ func parseConfig(args []string) (config, error) {
 	}
 	if c.Reconcile <= 0 || c.NominationCheck <= 0 || c.BatchTimeout <= 0 {
 		errs = append(errs, errors.New("--reconcile-interval, --nomination-check-interval and --batch-timeout must be positive"))
+	}
+	if c.NominatedEventBurst < 0 || c.NominatedEventQPS <= 0 {
+		errs = append(errs, errors.New("--nominated-event-burst must not be negative, --nominated-event-qps must be positive"))
 	}
 	if err := c.Nomination.Validate(); err != nil {
 		errs = append(errs, err)

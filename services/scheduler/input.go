@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -158,8 +159,23 @@ func (s *scheduler) existingNode(n *corev1.Node, claim *claimState) scheduling.N
 		for _, p := range s.liveNominations(claim.Name) {
 			out.Pods = append(out.Pods, nominatedPod(p, s.cluster.Volumes))
 		}
+		s.noRoomIfRecordsFull(&out, claim.Name)
 	}
 	return out
+}
+
+// noRoomIfRecordsFull leaves no room on a node whose claim's nomination records have spent
+// their budget (podproj.NominationBudget): a pod planned there could not be nominated to it.
+func (s *scheduler) noRoomIfRecordsFull(n *scheduling.Node, claim string) {
+	if !podproj.NominationsFull(s.recordsSize(claim)) {
+		return
+	}
+	alloc := maps.Clone(n.Allocatable)
+	if alloc == nil {
+		alloc = scheduling.ResourceList{}
+	}
+	alloc[scheduling.ResourcePods] = 0
+	n.Allocatable = alloc
 }
 
 // inFlightNode is a NodeClaim not registered yet, holding the pods whose nomination to it is
@@ -191,6 +207,7 @@ func (s *scheduler) inFlightNode(c *claimState, v view) scheduling.Node {
 		}
 		out.Allocatable, out.Capacity = optionBounds(requirementValues(c.Requirements, scheduling.LabelInstanceType), v.byName, ns)
 	}
+	s.noRoomIfRecordsFull(&out, c.Name)
 	return out
 }
 

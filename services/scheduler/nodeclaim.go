@@ -224,6 +224,16 @@ func (s *scheduler) createPlanned(ctx context.Context, c scheduling.NodeClaim, v
 			noms = append(noms, podproj.PodNomination{UID: uid, Pod: pod.Namespace + "/" + pod.Name, At: at})
 		}
 	}
+	// The claim records as many of its pods' nominations as its budget takes (the plan is
+	// deterministic, so a delivery again keeps the same ones); the others are not nominated, and
+	// a later batch plans them onto a claim with room (the node may still take them: it is
+	// sized for them all).
+	noms, over := podproj.WithinBudget(0, noms)
+	pods = pods[:len(noms)]
+	if len(over) > 0 {
+		log.Info().Str("nodepool", c.NodePool).Int("pods", len(noms)+len(over)).Int("left", len(over)).
+			Msgf("a nodeclaim records the nominations of at most %d KiB of pods: %d pod(s) left for a later batch", podproj.NominationBudget>>10, len(over))
+	}
 	nc, err := s.createClaim(ctx, c, p, batchID, func(nc *karpv1.NodeClaim) {
 		for _, n := range noms {
 			nc.Annotations[podproj.NominationKey(n.UID)] = n.Value()
@@ -256,14 +266,14 @@ func (s *scheduler) createPlanned(ctx context.Context, c scheduling.NodeClaim, v
 				noms[i] = n
 			}
 		}
-		s.remember(nc.Name, noms, nil)
+		s.remember(nc.Name, string(nc.UID), noms, nil)
 	} else {
 		s.metrics.claimCreated(createdForProvisioning, createdProvisioned, c.NodePool)
 		log.Info().Str("nodeclaim", nc.Name).Str("nodepool", c.NodePool).Str("requests", scheduling.FormatResources(c.Requests)).
 			Int("instance-types", len(c.InstanceTypes)).Strs("zones", c.Zones).Strs("capacity-types", c.CapacityTypes).
 			Float64("price", c.PriceUSDPerHour).Int("pods", len(pods)).Msg("created nodeclaim")
 		log.Info().Str("nodeclaim", nc.Name).Msg(launchMessage(len(c.PodUIDs), c.Requests, c.InstanceTypes))
-		s.remember(nc.Name, noms, pods)
+		s.remember(nc.Name, string(nc.UID), noms, pods)
 	}
 	faultpoint.Reach(faultpoint.SchedulerMidNomination)
 	return cr, nil
@@ -350,6 +360,15 @@ func (s *scheduler) nominateTo(ctx context.Context, claim string, pods []*corev1
 	for _, pod := range pods {
 		noms = append(noms, podproj.PodNomination{UID: string(pod.UID), Pod: pod.Namespace + "/" + pod.Name, At: at})
 	}
+	noms, over := podproj.WithinBudget(s.recordsSize(claim), noms)
+	pods = pods[:len(noms)]
+	if len(over) > 0 {
+		s.rt.Log.Info().Ctx(ctx).Str("nodeclaim", claim).Int("left", len(over)).
+			Msgf("nodeclaim records the nominations of at most %d KiB of pods: %d pod(s) left for a later batch", podproj.NominationBudget>>10, len(over))
+	}
+	if len(noms) == 0 {
+		return nil
+	}
 	wctx, done, err := s.fence(ctx, "nomination")
 	if err != nil {
 		return err
@@ -359,8 +378,9 @@ func (s *scheduler) nominateTo(ctx context.Context, claim string, pods []*corev1
 	if err != nil {
 		return err
 	}
-	err = s.retryTerm(wctx, func() error {
-		_, err := s.claims.Patch(wctx, claim, types.MergePatchType, patch, metav1.PatchOptions{})
+	var patched *unstructured.Unstructured
+	err = s.retryTerm(wctx, func() (err error) {
+		patched, err = s.claims.Patch(wctx, claim, types.MergePatchType, patch, metav1.PatchOptions{})
 		return err
 	})
 	if err = s.cut(wctx, "nomination", err); errors.Is(err, errFenced) {
@@ -370,20 +390,34 @@ func (s *scheduler) nominateTo(ctx context.Context, claim string, pods []*corev1
 		return fmt.Errorf("nominating %d pod(s) to nodeclaim %s: %w", len(pods), claim, err)
 	}
 	faultpoint.Reach(faultpoint.SchedulerMidNomination)
-	s.remember(claim, noms, pods)
+	s.remember(claim, string(patched.GetUID()), noms, pods)
 	return nil
 }
 
+// recordsSize is the bytes the claim's nomination records take: those its cached object holds,
+// and those this replica wrote since that the cache does not show yet.
+func (s *scheduler) recordsSize(claim string) int {
+	var annotations map[string]string
+	if nc, ok := s.cluster.Claim(claim); ok {
+		annotations = nc.Annotations
+	}
+	size := podproj.RecordsSize(annotations)
+	for uid, n := range s.recent.nominatedTo(claim) {
+		if _, cached := annotations[podproj.NominationKey(uid)]; !cached {
+			size += podproj.PodNomination{UID: uid, Pod: n.namespace + "/" + n.name, At: n.at}.RecordSize()
+		}
+	}
+	return size
+}
+
 // remember keeps the nominations recorded on the claim in this replica's memory, until its cache
-// shows them, and tells each pod (given) where it goes in an event.
-func (s *scheduler) remember(claim string, noms []podproj.PodNomination, pods []*corev1.Pod) {
+// shows them, and tells each pod (given) where it goes in an event, within the events' budget.
+func (s *scheduler) remember(claim, claimUID string, noms []podproj.PodNomination, pods []*corev1.Pod) {
 	for _, n := range noms {
 		ns, name, _ := strings.Cut(n.Pod, "/")
 		s.recent.addNomination(n.UID, nomination{namespace: ns, name: name, claim: claim, at: n.At})
 	}
-	for _, pod := range pods {
-		nominated(s.recorder, pod, "nodeclaim", claim)
-	}
+	s.nominatedEvents.tell(claim, claimUID, pods)
 }
 
 // publishIntent publishes the claim's LaunchIntent with Nats-Msg-Id = NodeClaim name.

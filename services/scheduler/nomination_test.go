@@ -151,3 +151,80 @@ func TestNominationsANodeCannotHonourEnd(t *testing.T) {
 	}, time.Minute, 100*time.Millisecond, "scheduled again onto new capacity: its latest nomination is a live one")
 	assert.Equal(t, "crowded-claim", e.nominatedTo(held[0]), "the live nomination is left alone")
 }
+
+// Issue 30: a node that takes thousands of tiny pods never makes a NodeClaim write fail. One
+// claim records the nominations of as many pods as its budget (podproj.NominationBudget, 64 KiB)
+// takes, and plans no more onto it; the others, offered again, get claims of their own, and every
+// pod ends up covered by a claim's record. Here 700 pods whose records weigh about 220 bytes each
+// (long namespace and names) would take 150 KB on one claim; a few hundred more (more than this
+// machine's controller-manager makes within the harness's minute) would take more than the
+// 256 KiB Kubernetes allows all of an object's annotations, and the claim's create would fail.
+func TestNominationRecordsStayWithinTheirBudget(t *testing.T) {
+	e := newEnv(t, "sched-budget-with-a-namespace-name-as-long-as-some-clusters", v1Example)
+	e.patch(clusterstate.NodeClasses, "default", `{"spec":{"kubelet":{"maxPods":800}}}`)
+	e.start("budget")
+	pods := e.pendingPods("tiny-pods-with-a-name-as-long-as-a-deployment-name-can-make-it", 700, "1m")
+
+	covered := func() (byUID map[string]string, claims []karpv1.NodeClaim) {
+		claims = e.nodeClaims()
+		byUID = map[string]string{}
+		for i := range claims {
+			assert.LessOrEqual(t, podproj.RecordsSize(claims[i].Annotations), podproj.NominationBudget,
+				"nodeclaim %s records its nominations within the budget", claims[i].Name)
+			for _, n := range podproj.NominationsOn(&claims[i]) {
+				byUID[n.UID] = n.Claim
+			}
+		}
+		return byUID, claims
+	}
+	// As pod-watcher does: offer the pods no claim records, until none is left.
+	batches := uint64(0)
+	for round := 1; ; round++ {
+		byUID, _ := covered()
+		var left []*corev1.Pod
+		for _, p := range pods {
+			if byUID[string(p.UID)] == "" {
+				left = append(left, p)
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		require.LessOrEqual(t, round, 10, "%d pod(s) still without a nomination", len(left))
+		batches++
+		e.publishBatch(fmt.Sprintf("budget-%d", round), left)
+		e.batchesDone(batches)
+	}
+	_, claims := covered()
+	assert.Greater(t, len(claims), 1, "one claim could not record them all")
+
+	// Covered: offered again, the pods need no capacity.
+	batches++
+	e.publishBatch("budget-again", pods)
+	e.batchesDone(batches)
+	_, again := covered()
+	assert.Len(t, again, len(claims), "no claim for pods a claim's record covers")
+}
+
+// Issue 30: the nomination check follows changes rather than a clock. With its interval an
+// hour, a pod bound after the scheduler started to the node of a claim that pods are nominated
+// to starts the check, which ends the nomination that no longer fits.
+func TestNominationCheckFollowsChanges(t *testing.T) {
+	e := newEnv(t, "sched-check-kicked", v1Example)
+	e.start("check-kicked", "--nomination-grace", "1h", "--nomination-check-interval", "1h")
+	held := e.pendingPods("held", 2, "1")
+	now := time.Now().UTC().Truncate(time.Second)
+	e.readyClaim("kicked-claim", "kicked-node", "2", now)
+	e.nominateTo(held[:1], "kicked-claim", now.Add(-10*time.Second))
+	e.nominateTo(held[1:], "kicked-claim", now)
+	foreign := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: e.ns}, Spec: corev1.PodSpec{
+		NodeName:   "kicked-node",
+		Containers: []corev1.Container{{Name: "c", Image: "pause", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+	_, err := e.kube.CoreV1().Pods(e.ns).Create(e.ctx, foreign, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool { return e.nominationOf(held[1]).Ended != "" }, time.Minute, 100*time.Millisecond,
+		"the nomination that no longer fits is ended without waiting for the interval")
+	assert.Contains(t, e.nominationOf(held[1]).Ended, "its node kicked-node (nodeclaim/kicked-claim) has no room left for it")
+	assert.Empty(t, e.nominationOf(held[0]).Ended, "the older nomination fits in what the foreign pod left")
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,7 +45,7 @@ func (s *scheduler) endUnfulfillable(ctx context.Context) error {
 			overflow := s.overflow(node, s.liveNominations(c.Name))
 			misfit, misfitted = s.misfitFor(nc, node, overflow)
 			for _, pod := range overflow {
-				n, ok := podproj.NominationOn(nc, string(pod.UID))
+				n, ok := s.cluster.NominationOn(nc, string(pod.UID))
 				if !ok {
 					continue // nominated moments ago, not cached yet: the next round
 				}
@@ -61,7 +62,7 @@ func (s *scheduler) endUnfulfillable(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
-		for _, n := range podproj.NominationsOn(nc) {
+		for _, n := range s.cluster.NominationsOn(nc) {
 			if s.stale(n) {
 				edits = append(edits, nominationEdit{uid: n.UID, was: nc.Annotations[podproj.NominationKey(n.UID)]})
 			}
@@ -78,6 +79,10 @@ func (s *scheduler) endUnfulfillable(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// nominationCheckGap is the least time between the end of a nomination check and one a change
+// starts: under a scale-out's churn the check runs once every 2 s, as it did on a clock.
+const nominationCheckGap = 2 * time.Second
 
 // stale reports whether a claim's record of a nomination no longer matters: its pod is gone,
 // replaced, bound or finished, or was nominated to another claim since.
@@ -105,8 +110,12 @@ func (s *scheduler) overflow(node *corev1.Node, nominated []*corev1.Pod) []*core
 			take(free, podproj.Requests(p))
 		}
 	}
+	at := make(map[types.UID]time.Time, len(nominated)) // judged once per pod, not per comparison
+	for _, p := range nominated {
+		at[p.UID] = s.nomination(p).At
+	}
 	sort.SliceStable(nominated, func(i, j int) bool {
-		ai, aj := s.nomination(nominated[i]).At, s.nomination(nominated[j]).At
+		ai, aj := at[nominated[i].UID], at[nominated[j].UID]
 		if !ai.Equal(aj) {
 			return ai.Before(aj)
 		}

@@ -11,8 +11,8 @@ const recentMemoryTTL = 5 * time.Minute
 
 // recent remembers the NodeClaims this replica created and the pods it nominated, until the
 // informer caches catch up, so a batch redelivered moments later is recognised as done and the
-// room a claim was just given stays counted; and which ended nominations a pod was already told
-// about.
+// room a claim was just given stays counted; and which nominations, and ended nominations, a pod
+// was already told about.
 type recent struct {
 	now func() time.Time
 
@@ -20,7 +20,7 @@ type recent struct {
 	claims    map[string]time.Time
 	pods      map[string]nomination          // by pod UID
 	byClaim   map[string]map[string]struct{} // claim → UIDs of the pods nominated to it
-	announced map[string]time.Time           // "uid claim@at" of ended nominations told
+	announced map[string]time.Time           // "uid claim@at" of ended nominations told, "nominated uid claim" of nominations told
 	pruned    time.Time
 }
 
@@ -99,6 +99,22 @@ func (r *recent) announce(podUID, claim string, at time.Time) bool {
 	}
 	r.announced[key] = r.now()
 	return true
+}
+
+// toldNominated reports whether the pod was told in an event that it is nominated to the claim.
+func (r *recent) toldNominated(podUID, claim string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, told := r.announced["nominated "+podUID+" "+claim]
+	return told
+}
+
+// tellNominated remembers that the pod is told it is nominated to the claim.
+func (r *recent) tellNominated(podUID, claim string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prune()
+	r.announced["nominated "+podUID+" "+claim] = r.now()
 }
 
 // prune forgets what is older than recentMemoryTTL, at most once a minute (every write calls it,

@@ -35,12 +35,16 @@ type scheduler struct {
 	recent      *recent
 	lease       *leaseHold // this replica's hold on the Lease, which fences its writes
 	recorder    record.EventRecorder
-	claims      dynamic.NamespaceableResourceInterface
-	now         func() time.Time
-	podEvents   *lastPodEvents
-	pending     *pendingCommand // the leader's disruption command waiting to be validated again
-	onceMu      sync.Mutex
-	seen        map[string]time.Time // what was logged and told once (see once)
+	// nominatedEvents records the per-pod Nominated events, within their budget.
+	nominatedEvents *nominatedEvents
+	claims          dynamic.NamespaceableResourceInterface
+	now             func() time.Time
+	podEvents       *lastPodEvents
+	// checkNominations starts the nomination check on a change of what it reads.
+	checkNominations *service.Trigger
+	pending          *pendingCommand // the leader's disruption command waiting to be validated again
+	onceMu           sync.Mutex
+	seen             map[string]time.Time // what was logged and told once (see once)
 }
 
 // serve builds the scheduler on rt (informers, catalog, lease) and runs it until ctx ends.
@@ -58,6 +62,7 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 		claims: dyn.Resource(clusterstate.NodeClaims), recorder: rt.Events}
 	s.unavailable = offerings.NewUnavailable(s.now)
 	s.recent = newRecent(s.now)
+	s.nominatedEvents = newNominatedEvents(s.recorder, s.recent, cfg.NominatedEventBurst, cfg.NominatedEventQPS)
 	s.lease = newLeaseHold(cfg.Identity, cfg.Namespace+"/"+leaseName, cfg.RenewDeadline)
 	s.podEvents = newLastPodEvents(s.now)
 	if _, err := cl.Pods.AddEventHandler(s.podEvents.handler()); err != nil {
@@ -73,6 +78,12 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 		}
 	}}); err != nil {
 		return fmt.Errorf("watching nodeclaims: %w", err)
+	}
+	// The nomination check reads NodeClaims (their nominations, their nodes' readiness), nodes
+	// and the pods bound to them: a change of any starts it, a burst of them once a gap.
+	s.checkNominations = service.NewTrigger(min(nominationCheckGap, cfg.NominationCheck))
+	if err := cl.OnChange(s.checkNominations.Kick, cl.NodeClaims, cl.Nodes, cl.Pods); err != nil {
+		return err
 	}
 	rt.Admin.AddReadiness("informers", cl.Ready)
 	return s.run(ctx)
@@ -114,7 +125,9 @@ func (s *scheduler) schedule(ctx context.Context) {
 	// The leader's loops: reconcile republishes the LaunchIntent of every NodeClaim not
 	// launched yet (a crash between creating a claim and publishing its intent loses nothing;
 	// JetStream's dedup on the claim name makes a repeat free); endUnfulfillable ends the
-	// nominations ready nodes cannot honour; flushPodEvents keeps the claims'
+	// nominations ready nodes cannot honour, when what it reads changes (nothing but a change
+	// can make a node's room fall short of its nominations: time only ends nominations), and
+	// every --nomination-check-interval besides; flushPodEvents keeps the claims'
 	// status.lastPodEventTime; disrupt decides and carries out every disruption (disruption.go).
 	var loops sync.WaitGroup
 	loops.Go(func() {
@@ -125,7 +138,7 @@ func (s *scheduler) schedule(ctx context.Context) {
 		})
 	})
 	loops.Go(func() {
-		_ = service.Every(ctx, s.cfg.NominationCheck, func() {
+		_ = service.EveryOrKicked(ctx, s.cfg.NominationCheck, s.checkNominations, func() {
 			if err := s.endUnfulfillable(ctx); err != nil && ctx.Err() == nil {
 				s.rt.Log.Warn().Err(err).Msg("ending nominations nodes cannot honour")
 			}
