@@ -9,6 +9,10 @@
 //	stack down     stop the supervisor and every process it started
 //	stack demo     up, then play the getting-started workload and show each step's time
 //
+// While .local/hold exists (FLEETWRIGHT_HOLD_FILE in .local/env) the supervisor keeps the four
+// services stopped, and starts them again once it is removed: tools/scale --peer karpenter runs
+// Karpenter on the same control plane in between.
+//
 // The supervisor also runs Jaeger (built from its Go module, tools/localcluster/modules/jaeger),
 // and the services export their traces to it.
 //
@@ -55,6 +59,7 @@ func (c config) logDir() string     { return filepath.Join(c.state, "logs") }
 func (c config) pidFile() string    { return filepath.Join(c.state, "supervisor.pid") }
 func (c config) readyFile() string  { return filepath.Join(c.state, "ready") }
 func (c config) pidDir() string     { return filepath.Join(c.state, "pids") }
+func (c config) holdFile() string   { return filepath.Join(c.state, "hold") }
 func (c config) envFile() string    { return filepath.Join(c.state, "env") }
 func (c config) clusterDir() string { return filepath.Join(c.state, "cluster") }
 func (c config) natsURL() string    { return "nats://127.0.0.1:" + strconv.Itoa(c.natsPort) }
