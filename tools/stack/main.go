@@ -4,6 +4,7 @@
 // that dies again (backing off a crash loop) and records its pid in .local/pids/<service>.pid.
 //
 //	stack build    build the control-plane binaries and Jaeger into the cache (progress shown)
+//	stack build-peer  build Karpenter's kwok provider into the cache (tools/scale --peer karpenter)
 //	stack up       start the supervisor in the background, wait until ready, write .local/env
 //	stack status   show each component
 //	stack down     stop the supervisor and every process it started
@@ -33,6 +34,7 @@ import (
 	"time"
 
 	"github.com/fleetwright/fleetwright/pkg/service"
+	"github.com/fleetwright/fleetwright/tools/localcluster"
 )
 
 func main() {
@@ -102,6 +104,9 @@ func run() error {
 	switch verb {
 	case "build":
 		return build(ctx)
+	case "build-peer":
+		_, err := localcluster.EnsureKarpenterKwok(ctx, os.Stdout)
+		return err
 	case "up":
 		return up(ctx, cfg)
 	case "supervise":
@@ -113,6 +118,6 @@ func run() error {
 	case "demo":
 		return demo(ctx, cfg)
 	default:
-		return fmt.Errorf("unknown command %q: want build, up, status, down or demo", verb)
+		return fmt.Errorf("unknown command %q: want build, build-peer, up, status, down or demo", verb)
 	}
 }
