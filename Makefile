@@ -23,7 +23,7 @@ TEST_TIMEOUT ?= 60m
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 PLATFORMS ?= linux/amd64,linux/arm64
 
-.PHONY: help build test unit fuzz images images-check lint promtool tidy tidy-check devtools proto proto-check crds crds-check cluster-bin stack-bin up down status demo clean karpenter-e2e karpenter-e2e-subset
+.PHONY: help build test unit fuzz images images-check lint promtool tidy tidy-check devtools proto proto-check crds crds-check cluster-bin peer-bin stack-bin up down status demo clean karpenter-e2e karpenter-e2e-subset
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z][a-zA-Z0-9_-]*:.*## / {printf "  make %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,6 +35,9 @@ build: ## compile every module; the services and the CLI (fleetwright, kubectl-f
 cluster-bin: ## etcd, kube-*, kubectl, kwok and Jaeger built once into ~/.cache/fleetwright (progress shown)
 	go run ./tools/stack build
 
+peer-bin: ## Karpenter's kwok provider (tools/localcluster/modules/karpenter) built once into ~/.cache/fleetwright, for tools/scale --peer karpenter
+	go run ./tools/stack build-peer
+
 # The services make up runs; a service joins the list once it does something.
 STACK_SERVICES ?= pod-watcher scheduler launcher terminator
 
@@ -44,7 +47,7 @@ stack-bin: ## the stack's binaries (stack, awsemu, the services, nats-server) in
 	go build -o $(BIN)/ ./tools/stack ./tools/awsemu/cmd/awsemu $(foreach s,$(STACK_SERVICES),./services/$(s))
 	go build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
 
-test: tidy-check proto-check crds-check cluster-bin unit images-check fuzz ## what CI runs: tidy and generated-code checks, unit and e2e tests, the images, fuzz
+test: tidy-check proto-check crds-check cluster-bin peer-bin unit images-check fuzz ## what CI runs: tidy and generated-code checks, unit and e2e tests, the images, fuzz
 
 # The image builder (tools/imagebuild, a module outside go.work, go-containerregistry pinned there).
 $(DEVTOOLS)/imagebuild: tools/imagebuild/*.go tools/imagebuild/go.mod tools/imagebuild/go.sum

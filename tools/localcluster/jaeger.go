@@ -31,8 +31,13 @@ func JaegerBinDir() string {
 // EnsureJaeger builds Jaeger into JaegerBinDir unless it is there, printing progress to out as
 // EnsureBinaries does, and returns the binary's path. A cold build takes minutes.
 func EnsureJaeger(ctx context.Context, out io.Writer) (string, error) {
-	dir := JaegerBinDir()
-	target := filepath.Join(dir, jaegerBinary)
+	return ensureOne(ctx, JaegerBinDir(), binary{jaegerBinary, "jaeger", "github.com/jaegertracing/jaeger/cmd/jaeger"}, out)
+}
+
+// ensureOne builds b into dir unless it is there, under dir's parent's build lock (a concurrent
+// caller waits and then finds it built), and returns the binary's path.
+func ensureOne(ctx context.Context, dir string, b binary, out io.Writer) (string, error) {
+	target := filepath.Join(dir, b.name)
 	if fileExists(target) {
 		return target, nil
 	}
@@ -51,7 +56,6 @@ func EnsureJaeger(ctx context.Context, out io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b := binary{jaegerBinary, "jaeger", "github.com/jaegertracing/jaeger/cmd/jaeger"}
 	if err := build(ctx, filepath.Join(root, b.module), b, target, out); err != nil {
 		return "", err
 	}

@@ -11,12 +11,21 @@
 // It runs against `make up`'s stack (.local/env), or with --stack own starts one with `make up`
 // and stops it after.
 //
+// With --peer karpenter it first runs the same workload with Karpenter's kwok provider (a pinned
+// release, built once into the cache) in Fleetwright's place on the same control plane — the
+// services held, Karpenter's CRDs installed, a NodePool equivalent to --pool's, the emulator's
+// catalog — then restores Fleetwright and runs it, and ends with
+//
+//	peer: N pods Running — karpenter X s, fleetwright Y s, speed-up X/Y
+//
 //	go run ./tools/scale --pods 1000
 //	go run ./tools/scale --pods 5000 --mix plain=1,host-anti=1 --pool my-pool.yaml
 //	go run ./tools/scale --pods 5000 --stack own --profile /tmp/profiles   # then go tool pprof -top
+//	go run ./tools/scale --pods 1000 --mix plain=1 --peer karpenter
 package main
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"errors"
@@ -66,6 +75,7 @@ func run(ctx context.Context, args []string) error {
 	keep := fs.Bool("keep", false, "leave the pods (and so the nodes) in place")
 	profile := fs.String("profile", "", "a directory for each service's CPU profile (the run's first --profile-seconds) and heap profile (at the end); the services must run with ENABLE_PROFILING=true, which --stack own sets")
 	profileSeconds := fs.Int("profile-seconds", 30, "how long the CPU profiles cover, from the first pod create")
+	peer := fs.String("peer", "", "karpenter: first run the same workload with Karpenter's kwok provider in Fleetwright's place, then compare")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -109,16 +119,86 @@ func run(ctx context.Context, args []string) error {
 	if err := applyManifest(ctx, env, manifest); err != nil {
 		return err
 	}
-	r, err := Run(ctx, tg, Options{Pods: *pods, Mix: mix, Namespace: *ns, Floor: *withFloor, Timeout: *timeout,
-		Workers: *workers, Progress: os.Stdout, Keep: *keep, ProfileDir: *profile, ProfileSeconds: *profileSeconds})
+	opts := Options{Pods: *pods, Mix: mix, Namespace: *ns, Floor: *withFloor, Timeout: *timeout,
+		Workers: *workers, Progress: os.Stdout, Keep: *keep, ProfileDir: *profile, ProfileSeconds: *profileSeconds}
+	var kr *Report
+	switch *peer {
+	case "":
+	case "karpenter":
+		ps, err := localPeer(ctx, env, *state)
+		if err != nil {
+			return err
+		}
+		if kr, err = RunKarpenter(ctx, ps, tg, opts, manifest); err != nil {
+			return fmt.Errorf("karpenter's run: %w", err)
+		}
+		fmt.Println("\n== karpenter ==")
+		kr.Summary(os.Stdout)
+		fmt.Println("\n== fleetwright ==")
+	default:
+		return fmt.Errorf("--peer %q: want karpenter", *peer)
+	}
+	r, err := Run(ctx, tg, opts)
 	if err != nil {
 		return err
 	}
 	r.Summary(os.Stdout)
-	if len(r.Problems) > 0 {
-		return fmt.Errorf("%d problem(s), see above", len(r.Problems))
+	problems := len(r.Problems)
+	if kr != nil {
+		fmt.Println(kr.Line())
+		fmt.Println(r.Line())
+		fmt.Println(PeerLine(kr, r))
+		problems += len(kr.Problems)
+	}
+	if problems > 0 {
+		return fmt.Errorf("%d problem(s), see above", problems)
 	}
 	return nil
+}
+
+// localPeer is `make up`'s stack as the peer run drives it: the supervisor holds the services
+// while its hold file exists.
+func localPeer(ctx context.Context, env map[string]string, state string) (PeerStack, error) {
+	for _, k := range []string{"FLEETWRIGHT_HOLD_FILE", "AWS_REGION", "AWS_ENDPOINT_URL_EC2"} {
+		if env[k] == "" {
+			return PeerStack{}, fmt.Errorf("the stack's env file has no %s: restart it with this version (make down && make up)", k)
+		}
+	}
+	if _, err := os.Stat(filepath.Join("deploy", "crds")); err != nil {
+		return PeerStack{}, fmt.Errorf("run the peer from the repository's root (it restores deploy/crds): %w", err)
+	}
+	zones, err := emulatorZones(ctx, env["AWS_ENDPOINT_URL_EC2"], env["AWS_REGION"])
+	if err != nil {
+		return PeerStack{}, err
+	}
+	boot, err := time.ParseDuration(or(env["AWSEMU_BOOT_DELAY"], "0s"))
+	if err != nil {
+		return PeerStack{}, fmt.Errorf("the stack's AWSEMU_BOOT_DELAY: %w", err)
+	}
+	admin := map[string]string{}
+	for i, svc := range stackServices {
+		admin[svc] = fmt.Sprintf("http://127.0.0.1:%d", 8081+i)
+	}
+	hold := env["FLEETWRIGHT_HOLD_FILE"]
+	return PeerStack{
+		Kubeconfig: env["KUBECONFIG"],
+		Kubectl: func(ctx context.Context, stdin []byte, args ...string) (string, error) {
+			return kubectl(ctx, env, stdin, args...)
+		},
+		Hold: func(ctx context.Context) error {
+			if err := os.WriteFile(hold, []byte("tools/scale --peer karpenter\n"), 0o644); err != nil {
+				return err
+			}
+			return waitAdmin(ctx, admin, false, time.Minute)
+		},
+		Release: func(ctx context.Context) error {
+			if err := os.Remove(hold); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+			return waitAdmin(ctx, admin, true, 3*time.Minute)
+		},
+		Root: ".", Dir: filepath.Join(state, "peer"), Region: env["AWS_REGION"], Zones: zones, BootDelay: boot, Out: os.Stdout,
+	}, nil
 }
 
 // localTarget connects to the stack `make up` wrote env for.
@@ -150,20 +230,31 @@ func localTarget(env map[string]string) (Target, error) {
 }
 
 func applyManifest(ctx context.Context, env map[string]string, manifest []byte) error {
-	kubectl := "kubectl"
+	if _, err := kubectl(ctx, env, manifest, "apply", "-f", "-"); err != nil {
+		return fmt.Errorf("applying the pool: %w", err)
+	}
+	return nil
+}
+
+// kubectl runs the stack's kubectl (the control plane's build, on the env file's PATH) with
+// stdin (nil: none), returning its output; a failure carries the output.
+func kubectl(ctx context.Context, env map[string]string, stdin []byte, args ...string) (string, error) {
+	bin := "kubectl"
 	for _, dir := range filepath.SplitList(strings.ReplaceAll(env["PATH"], "$PATH", os.Getenv("PATH"))) {
 		if _, err := os.Stat(filepath.Join(dir, "kubectl")); err == nil {
-			kubectl = filepath.Join(dir, "kubectl")
+			bin = filepath.Join(dir, "kubectl")
 			break
 		}
 	}
-	cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", env["KUBECONFIG"], "apply", "-f", "-")
-	cmd.Stdin = strings.NewReader(string(manifest))
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", env["KUBECONFIG"]}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("applying the pool: %w\n%s", err, out)
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
-	return nil
+	return string(out), nil
 }
 
 func makeTarget(ctx context.Context, target string) error {

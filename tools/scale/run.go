@@ -28,13 +28,16 @@ import (
 
 	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
+	"github.com/fleetwright/fleetwright/tools/awsemu"
 	emuclient "github.com/fleetwright/fleetwright/tools/awsemu/client"
 )
 
 // Target is the running stack a scale run measures.
 type Target struct {
-	Kube    kubernetes.Interface // the harness's own client, sized for bulk creates
-	Client  client.Client        // knows Karpenter's types
+	Kube   kubernetes.Interface // the harness's own client, sized for bulk creates
+	Client client.Client        // knows Karpenter's types
+	// Emu and NATSURL are Fleetwright's stack's; nil and empty when another autoscaler (the
+	// peer run's Karpenter) makes the nodes, which then are not counted as instances.
 	Emu     *emuclient.Client
 	NATSURL string
 	// Admin is each service's admin base URL (http://host:port), for /metrics.
@@ -55,6 +58,8 @@ type Options struct {
 	// the run and its heap profile at the end (pprof on the admin port).
 	ProfileDir     string
 	ProfileSeconds int
+	// System names the autoscaler measured in the report's last line: "" for Fleetwright.
+	System string
 }
 
 // ProgressEvery is how often a progress line is printed while waiting.
@@ -62,6 +67,7 @@ const ProgressEvery = 2 * time.Second
 
 // Report is what a run measured; durations are from the first pod create.
 type Report struct {
+	System                                             string
 	Pods                                               int
 	Created, Pending, Claims, Launched, Ready, Running time.Duration
 	ClaimCount, InstanceCount, NodeCount               int
@@ -86,7 +92,7 @@ func Run(ctx context.Context, tg Target, opts Options) (*Report, error) {
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	r := &Report{Pods: opts.Pods}
+	r := &Report{Pods: opts.Pods, System: opts.System}
 	if err := ensureNamespace(ctx, tg.Kube, opts.Namespace); err != nil {
 		return nil, err
 	}
@@ -194,9 +200,11 @@ func (r *Report) fleet(ctx context.Context, tg Target, start time.Time, namespac
 		r.Claims = max(r.Claims, c.CreationTimestamp.Sub(start))
 	}
 	r.ClaimCount = len(ours)
-	insts, err := tg.Emu.Instances(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing instances: %w", err)
+	var insts []awsemu.InstanceInfo
+	if tg.Emu != nil {
+		if insts, err = tg.Emu.Instances(ctx); err != nil {
+			return nil, nil, fmt.Errorf("listing instances: %w", err)
+		}
 	}
 	for _, i := range insts {
 		if i.LaunchTime.Before(start) || (i.State != "running" && i.State != "pending") {
@@ -233,7 +241,7 @@ func (r *Report) fleet(ctx context.Context, tg Target, start time.Time, namespac
 		}
 		seen[node] = claim
 	}
-	if r.NodeCount != r.ClaimCount || r.InstanceCount != r.ClaimCount {
+	if r.NodeCount != r.ClaimCount || (tg.Emu != nil && r.InstanceCount != r.ClaimCount) {
 		r.Problems = append(r.Problems, fmt.Sprintf("%d nodeclaims, %d instances, %d nodes: want one of each per claim", r.ClaimCount, r.InstanceCount, r.NodeCount))
 	}
 	pods, err := tg.Kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
@@ -507,12 +515,26 @@ func gauge(fams map[string]*dto.MetricFamily, name string) float64 {
 }
 
 // apiCallsDelta is fleetwright_kube_requests_total after minus before, by service and
-// "verb resource".
+// "verb resource"; for Karpenter, which has none, the count of its client-go latency histogram
+// (client_go_request_duration_seconds, by verb, kind and subresource: awslabs/operatorpkg).
 func apiCallsDelta(before, after metrics) map[string]map[string]float64 {
 	count := func(fams map[string]*dto.MetricFamily) map[string]float64 {
 		out := map[string]float64{}
 		f := fams["fleetwright_kube_requests_total"]
 		if f == nil {
+			if h := fams["client_go_request_duration_seconds"]; h != nil {
+				for _, m := range h.GetMetric() {
+					l := map[string]string{}
+					for _, p := range m.GetLabel() {
+						l[p.GetName()] = strings.ToLower(p.GetValue())
+					}
+					res := l["kind"]
+					if l["subresource"] != "" {
+						res += "/" + l["subresource"]
+					}
+					out[l["verb"]+" "+res] += float64(m.GetHistogram().GetSampleCount())
+				}
+			}
 			return out
 		}
 		for _, m := range f.GetMetric() {
@@ -590,6 +612,9 @@ type natsCount struct{ msgs, bytes uint64 }
 // natsTotals sums the work streams' last sequence and bytes (the audit stream, a copy, is left
 // out).
 func natsTotals(ctx context.Context, url string) (natsCount, error) {
+	if url == "" {
+		return natsCount{}, nil
+	}
 	nc, err := nats.Connect(url, nats.Name("fleetwright-scale"))
 	if err != nil {
 		return natsCount{}, fmt.Errorf("connecting to nats: %w", err)
@@ -640,7 +665,9 @@ func (r *Report) Summary(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-12s %6.0f  %s\n", svc, total, strings.Join(parts, ", "))
 	}
-	fmt.Fprintf(w, "nats: %d messages, %.1f MB stored in the work streams\n", r.NATSMessages, float64(r.NATSBytes)/(1<<20))
+	if r.System == "" {
+		fmt.Fprintf(w, "nats: %d messages, %.1f MB stored in the work streams\n", r.NATSMessages, float64(r.NATSBytes)/(1<<20))
+	}
 	fmt.Fprintf(w, "services (peak RSS, CPU seconds):\n")
 	for _, svc := range sortedKeys(r.PeakRSSMB) {
 		fmt.Fprintf(w, "  %-12s %6.0f MB  %6.1f s\n", svc, r.PeakRSSMB[svc], r.CPUSeconds[svc])
@@ -666,7 +693,11 @@ func (r *Report) Line() string {
 	if r.Running == 0 {
 		running = "NOT all Running"
 	}
-	return fmt.Sprintf("scale: %d pods Running in %s (%s%s), %d nodes, peak RSS %s", r.Pods, running, floor, ratio, r.NodeCount, strings.Join(rss, " "))
+	name := "scale"
+	if r.System != "" {
+		name += " (" + r.System + ")"
+	}
+	return fmt.Sprintf("%s: %d pods Running in %s (%s%s), %d nodes, peak RSS %s", name, r.Pods, running, floor, ratio, r.NodeCount, strings.Join(rss, " "))
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -4,10 +4,15 @@
 // that dies again (backing off a crash loop) and records its pid in .local/pids/<service>.pid.
 //
 //	stack build    build the control-plane binaries and Jaeger into the cache (progress shown)
+//	stack build-peer  build Karpenter's kwok provider into the cache (tools/scale --peer karpenter)
 //	stack up       start the supervisor in the background, wait until ready, write .local/env
 //	stack status   show each component
 //	stack down     stop the supervisor and every process it started
 //	stack demo     up, then play the getting-started workload and show each step's time
+//
+// While .local/hold exists (FLEETWRIGHT_HOLD_FILE in .local/env) the supervisor keeps the four
+// services stopped, and starts them again once it is removed: tools/scale --peer karpenter runs
+// Karpenter on the same control plane in between.
 //
 // The supervisor also runs Jaeger (built from its Go module, tools/localcluster/modules/jaeger),
 // and the services export their traces to it.
@@ -29,6 +34,7 @@ import (
 	"time"
 
 	"github.com/fleetwright/fleetwright/pkg/service"
+	"github.com/fleetwright/fleetwright/tools/localcluster"
 )
 
 func main() {
@@ -55,6 +61,7 @@ func (c config) logDir() string     { return filepath.Join(c.state, "logs") }
 func (c config) pidFile() string    { return filepath.Join(c.state, "supervisor.pid") }
 func (c config) readyFile() string  { return filepath.Join(c.state, "ready") }
 func (c config) pidDir() string     { return filepath.Join(c.state, "pids") }
+func (c config) holdFile() string   { return filepath.Join(c.state, "hold") }
 func (c config) envFile() string    { return filepath.Join(c.state, "env") }
 func (c config) clusterDir() string { return filepath.Join(c.state, "cluster") }
 func (c config) natsURL() string    { return "nats://127.0.0.1:" + strconv.Itoa(c.natsPort) }
@@ -97,6 +104,9 @@ func run() error {
 	switch verb {
 	case "build":
 		return build(ctx)
+	case "build-peer":
+		_, err := localcluster.EnsureKarpenterKwok(ctx, os.Stdout)
+		return err
 	case "up":
 		return up(ctx, cfg)
 	case "supervise":
@@ -108,6 +118,6 @@ func run() error {
 	case "demo":
 		return demo(ctx, cfg)
 	default:
-		return fmt.Errorf("unknown command %q: want build, up, status, down or demo", verb)
+		return fmt.Errorf("unknown command %q: want build, build-peer, up, status, down or demo", verb)
 	}
 }

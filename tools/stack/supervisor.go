@@ -105,6 +105,8 @@ func supervise(ctx context.Context, cfg config) error {
 	defer os.Remove(cfg.readyFile())
 	_ = os.RemoveAll(cfg.pidDir())
 	defer os.RemoveAll(cfg.pidDir())
+	_ = os.Remove(cfg.holdFile()) // a hold is one stack's, never the next one's
+	defer os.Remove(cfg.holdFile())
 
 	cluster, err := localcluster.Start(ctx, localcluster.Options{
 		Dir: cfg.clusterDir(), Out: os.Stdout, APIServerPort: cfg.apiPort, Fresh: true,
@@ -172,14 +174,19 @@ func supervise(ctx context.Context, cfg config) error {
 	// Watch the children: a service that dies is started again, as its container would be (a
 	// crash loop backs off); any other death is reported once, the rest kept running so its
 	// log can be read.
+	// While the hold file exists the services are stopped and kept stopped (another autoscaler
+	// works the same control plane: tools/scale --peer); once it is gone they start again.
 	reported := map[string]bool{}
 	restarts := map[string]*restart{}
+	held := map[string]bool{}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(500 * time.Millisecond):
 		}
+		_, statErr := os.Stat(cfg.holdFile())
+		hold := statErr == nil
 		if err := cluster.Healthy(); err != nil && !reported["cluster"] {
 			fmt.Printf("stack: %v\n", err)
 			reported["cluster"] = true
@@ -191,6 +198,26 @@ func supervise(ctx context.Context, cfg config) error {
 			}
 		}
 		for i, p := range procs {
+			if hold && slices.Contains(services, p.Name) {
+				if p.Running() {
+					fmt.Printf("stack: %s held (%s exists): stopping it\n", p.Name, cfg.holdFile())
+					_ = p.Stop(15 * time.Second)
+				}
+				held[p.Name] = true
+				continue
+			}
+			if held[p.Name] {
+				delete(held, p.Name)
+				fmt.Printf("stack: %s released: starting it\n", p.Name)
+				np, err := startComponent(cfg, cluster, p.Name)
+				if err != nil {
+					fmt.Printf("stack: %v\n", err)
+					held[p.Name] = true // tried again on the next round
+					continue
+				}
+				procs[i] = np
+				continue
+			}
 			if p.Running() {
 				continue
 			}
@@ -249,6 +276,9 @@ func writeEnv(cfg config, cluster *localcluster.Cluster) error {
 		"export JAEGER_URL=" + cfg.jaegerURL(),
 		"export AWSEMU_ADMIN_URL=http://" + awsemuAddr + "/_emu",
 		"export FLEETWRIGHT_LOG_DIR=" + cfg.logDir(),
+		// While this file exists the supervisor keeps the four services stopped.
+		"export FLEETWRIGHT_HOLD_FILE=" + cfg.holdFile(),
+		"export AWSEMU_BOOT_DELAY=" + cfg.bootDelay.String(),
 		"export PATH=" + cluster.BinDir + ":$PATH",
 	}
 	for _, e := range awsEnv(cfg.region) {
