@@ -48,7 +48,7 @@ type watcher struct {
 	// (--provision-untried-after) makes them pending: looked at again then.
 	untried map[string]untriedPod
 	wake    chan struct{}
-	now  func() time.Time
+	now     func() time.Time
 }
 
 // serve builds the watcher on rt (informers, batching window) and runs it until ctx ends.
