@@ -14,6 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// notMarked is Pending's reason for a pod kube-scheduler has not marked unschedulable.
+const notMarked = "not marked unschedulable by kube-scheduler"
+
 // Pending reports whether the pod waits for capacity that does not exist yet; when it does not,
 // the reason says why (for debug logs).
 func Pending(p *corev1.Pod) (bool, string) {
@@ -29,7 +32,7 @@ func Pending(p *corev1.Pod) (bool, string) {
 	case StaysWithNode(p):
 		return false, "DaemonSet, static or mirror pod"
 	case !Unschedulable(p):
-		return false, "not marked unschedulable by kube-scheduler"
+		return false, notMarked
 	}
 	return true, ""
 }

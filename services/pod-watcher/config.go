@@ -18,6 +18,8 @@ type config struct {
 	WatcherID string
 	// Nomination bounds how long a pod nominated to a NodeClaim is left to kube-scheduler.
 	Nomination podproj.NominationRule
+	// Early lets a pod kube-scheduler has not tried yet count as pending once old enough.
+	Early podproj.EarlyRule
 }
 
 func parseConfig(args []string) (config, error) {
@@ -28,6 +30,7 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.BatchMax, "batch-max-duration", service.EnvDuration("BATCH_MAX_DURATION", 10*time.Second), "close a batch this long after it opened (env BATCH_MAX_DURATION)")
 	fs.DurationVar(&c.Resync, "resync-period", service.EnvDuration("RESYNC_PERIOD", 30*time.Second), "offer still-pending pods again this often (env RESYNC_PERIOD)")
 	c.Nomination.RegisterFlags(fs, service.EnvDuration)
+	c.Early.RegisterFlags(fs, service.EnvDuration)
 	host, _ := os.Hostname()
 	fs.StringVar(&c.WatcherID, "pod-name", service.Env("POD_NAME", host), "this replica's name in batches (env POD_NAME)")
 	if err := c.Parse(fs, args); err != nil {
@@ -41,6 +44,9 @@ func parseConfig(args []string) (config, error) {
 		errs = append(errs, errors.New("--batch-idle-duration must not exceed --batch-max-duration"))
 	}
 	if err := c.Nomination.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Early.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.Resync < c.BatchMax {

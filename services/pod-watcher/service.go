@@ -44,14 +44,17 @@ type watcher struct {
 	// was deleted (and its record with it) is still offered as released from that nomination:
 	// part of the batch id, so the offer is not taken for a repeat of the one that planned it.
 	seen map[string]podproj.Nomination
-	wake chan struct{}
-	now  func() time.Time
+	// untried holds the pods kube-scheduler has not tried yet, by UID, with when the early rule
+	// (--provision-untried-after) makes them pending: looked at again then.
+	untried map[string]untriedPod
+	wake    chan struct{}
+	now     func() time.Time
 }
 
 // serve builds the watcher on rt (informers, batching window) and runs it until ctx ends.
 func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	w := &watcher{cfg: cfg, rt: rt, metrics: newMetrics(rt.Registry), batcher: newBatcher(cfg.BatchIdle, cfg.BatchMax, cfg.Resync),
-		ends: map[string]time.Time{}, seen: map[string]podproj.Nomination{}, wake: make(chan struct{}, 1), now: time.Now}
+		ends: map[string]time.Time{}, seen: map[string]podproj.Nomination{}, untried: map[string]untriedPod{}, wake: make(chan struct{}, 1), now: time.Now}
 	dyn, err := dynamic.NewForConfig(rt.RESTConfig)
 	if err != nil {
 		return fmt.Errorf("creating dynamic client: %w", err)
@@ -158,7 +161,13 @@ func (w *watcher) observe(obj any) {
 	if pod.UID != seen.UID {
 		w.batcher.remove(string(seen.UID)) // replaced by a pod of the same name
 	}
-	pending, _ := podproj.Pending(pod)
+	pending, _, due := w.cfg.Early.Pending(pod, w.now())
+	if due.IsZero() {
+		delete(w.untried, string(pod.UID))
+	} else if _, ok := w.untried[string(pod.UID)]; !ok {
+		w.untried[string(pod.UID)] = untriedPod{key: pod, due: due}
+		w.poke()
+	}
 	var nom podproj.Nomination
 	if pending {
 		nom = w.cfg.Nomination.JudgeNomination(w.cluster.NominationOf(string(pod.UID)), w.cluster.NominationClaim, w.now())
@@ -208,6 +217,7 @@ func (w *watcher) forget(obj any) {
 		w.mu.Lock()
 		w.batcher.remove(string(pod.UID))
 		delete(w.seen, string(pod.UID))
+		delete(w.untried, string(pod.UID))
 		w.mu.Unlock()
 	}
 }
@@ -252,7 +262,18 @@ func (w *watcher) nextEnd() time.Time {
 			next = t
 		}
 	}
+	for _, u := range w.untried {
+		if next.IsZero() || u.due.Before(next) {
+			next = u.due
+		}
+	}
 	return next
+}
+
+// untriedPod is a pod kube-scheduler has not tried, and when the early rule makes it pending.
+type untriedPod struct {
+	key *corev1.Pod // as last observed: observe reads the store's current copy by its key
+	due time.Time
 }
 
 // recheckEnded looks again at the pods of each claim whose earliest nomination has ended.
@@ -266,9 +287,19 @@ func (w *watcher) recheckEnded() {
 			delete(w.ends, claim)
 		}
 	}
+	var early []*corev1.Pod
+	for uid, u := range w.untried {
+		if !now.Before(u.due) {
+			early = append(early, u.key)
+			delete(w.untried, uid)
+		}
+	}
 	w.mu.Unlock()
 	for _, claim := range due {
 		w.observeNominatedTo(claim)
+	}
+	for _, p := range early {
+		w.observe(p)
 	}
 }
 

@@ -33,6 +33,9 @@ type config struct {
 	// honour (changes start the check sooner: nominationCheckGap).
 	Nomination      podproj.NominationRule
 	NominationCheck time.Duration
+	// Early lets a pod kube-scheduler has not tried yet count as pending once old enough (as
+	// pod-watcher judges it).
+	Early podproj.EarlyRule
 	// NominatedEventBurst and NominatedEventQPS bound the per-pod Nominated events (a token
 	// bucket): a scale-out of thousands of pods tells the first pods, and the claim the rest.
 	NominatedEventBurst int
@@ -78,6 +81,7 @@ func parseConfig(args []string) (config, error) {
 	fs.DurationVar(&c.BatchTimeout, "batch-timeout", service.EnvDuration("BATCH_TIMEOUT", 10*time.Minute),
 		"how long the handling of one pending-pod batch may take before it is given up and retried; a batch of thousands of pods takes minutes at the client's QPS (env BATCH_TIMEOUT)")
 	c.Nomination.RegisterFlags(fs, service.EnvDuration)
+	c.Early.RegisterFlags(fs, service.EnvDuration)
 	c.LaunchLoop.RegisterFlags(fs, service.EnvInt, service.EnvDuration)
 	fs.DurationVar(&c.NominationCheck, "nomination-check-interval", service.EnvDuration("NOMINATION_CHECK_INTERVAL", 30*time.Second),
 		"how often at the least the leader ends the nominations of pods a ready node has no room left for; a change of a NodeClaim, node or pod starts the check sooner, at most once every 2 s (env NOMINATION_CHECK_INTERVAL)")
@@ -116,6 +120,9 @@ func parseConfig(args []string) (config, error) {
 		errs = append(errs, errors.New("--nominated-event-burst must not be negative, --nominated-event-qps must be positive"))
 	}
 	if err := c.Nomination.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.Early.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := c.LaunchLoop.Validate(); err != nil {

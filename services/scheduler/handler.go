@@ -224,7 +224,7 @@ func (s *scheduler) classify(p *podsv1.PodProjection) (pod *corev1.Pod, verdict 
 	case string(pod.UID) != p.GetUid():
 		return nil, podDone, false, "" // replaced by a pod of the same name
 	}
-	if pending, _ := podproj.Pending(pod); pending {
+	if pending, _, _ := s.cfg.Early.Pending(pod, s.now()); pending {
 		nom := s.nomination(pod)
 		if nom.Live {
 			return nil, podDone, false, nom.Claim // room is planned for it already
@@ -286,7 +286,7 @@ func (s *scheduler) liveNominations(claim string) []*corev1.Pod {
 			return
 		}
 		seen[string(p.UID)] = true
-		if pending, _ := podproj.Pending(p); !pending {
+		if pending, _, _ := s.cfg.Early.Pending(p, s.now()); !pending {
 			return
 		}
 		if n := s.nomination(p); n.Live && n.Claim == claim {

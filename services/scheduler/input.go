@@ -79,7 +79,7 @@ func (s *scheduler) stillPending(pods []scheduling.Pod) []scheduling.Pod {
 	out := pods[:0:0]
 	for _, p := range pods {
 		if cur, ok := s.cluster.Pod(p.Namespace, p.Name); ok && string(cur.UID) == p.UID {
-			if pending, _ := podproj.Pending(cur); pending {
+			if pending, _, _ := s.cfg.Early.Pending(cur, s.now()); pending {
 				out = append(out, p)
 			}
 		}

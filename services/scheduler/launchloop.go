@@ -175,7 +175,7 @@ func (s *scheduler) recordMisfit(ctx context.Context, nc *karpv1.NodeClaim, m po
 func (s *scheduler) pendingPods() []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, p := range s.cluster.Unbound() {
-		if ok, _ := podproj.Pending(p); ok {
+		if ok, _, _ := s.cfg.Early.Pending(p, s.now()); ok {
 			out = append(out, p)
 		}
 	}

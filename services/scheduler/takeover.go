@@ -24,7 +24,7 @@ func (s *scheduler) takeover(ctx context.Context) {
 		WatcherId: s.cfg.Identity, WindowOpenTime: timestamppb.New(now), WindowCloseTime: timestamppb.New(now),
 	}
 	for _, p := range s.cluster.Unbound() {
-		if pending, _ := podproj.Pending(p); pending && !s.nomination(p).Live {
+		if pending, _, _ := s.cfg.Early.Pending(p, s.now()); pending && !s.nomination(p).Live {
 			batch.Pods = append(batch.Pods, podproj.Project(p, s.cluster.Volumes))
 		}
 	}
