@@ -57,8 +57,14 @@ func (a *kubeAttempts) podHandler() cache.ResourceEventHandler {
 			if o == nil || p == nil {
 				return
 			}
+			if p.Spec.NodeName != "" {
+				a.mu.Lock()
+				delete(a.refused, p.UID) // placed: its refusals no longer matter
+				a.mu.Unlock()
+				return
+			}
 			c := unschedulable(p)
-			if c == nil || p.Spec.NodeName != "" {
+			if c == nil {
 				return
 			}
 			if was := unschedulable(o); was != nil && was.Message == c.Message && was.LastTransitionTime.Equal(&c.LastTransitionTime) {

@@ -76,6 +76,12 @@ func TestRefusedSince(t *testing.T) {
 	assert.True(t, a.refusedSince("p", "n", time.Time{}), "refused with the node as it is")
 	assert.Positive(t, kicks, "the nomination check is nudged")
 
+	bound := pod("0/1 nodes: anti-affinity")
+	bound.Spec.NodeName = "elsewhere"
+	pods.OnUpdate(pod("0/1 nodes: anti-affinity"), bound)
+	assert.False(t, a.refusedSince("p", "n", time.Time{}), "forgotten once the pod is placed")
+
+	pods.OnUpdate(pod("0/1 nodes: untolerated taint"), pod("0/1 nodes: anti-affinity"))
 	pods.OnDelete(pod(""))
 	assert.False(t, a.refusedSince("p", "n", time.Time{}), "forgotten with the pod")
 }
