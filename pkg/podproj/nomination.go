@@ -21,7 +21,9 @@ import (
 //	                                                           yet is given Grace from the
 //	                                                           nomination to show up)
 //	the scheduler recorded that the node cannot honour it    → ended (PodNomination.Ended: its
-//	                                                           bound pods leave no room)
+//	                                                           bound pods leave no room, or
+//	                                                           kube-scheduler refused the pod
+//	                                                           there once it took pods)
 //	claim in flight (its node not ready yet)                 → live, until Limit after nomination
 //	claim's node ready, pod still pending                    → live for Grace after
 //	                                                           max(nominated at, node ready at),
@@ -49,7 +51,7 @@ type PodNomination struct {
 	Pod string    `json:"pod"`
 	At  time.Time `json:"at"`
 	// Ended, when set, says why the scheduler ended the nomination before its time (the claim's
-	// node has no room left for the pod).
+	// node has no room left for the pod, or kube-scheduler could not place it there).
 	Ended string `json:"ended,omitempty"`
 }
 

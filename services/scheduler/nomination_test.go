@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -227,4 +228,110 @@ func TestNominationCheckFollowsChanges(t *testing.T) {
 		"the nomination that no longer fits is ended without waiting for the interval")
 	assert.Contains(t, e.nominationOf(held[1]).Ended, "its node kicked-node (nodeclaim/kicked-claim) has no room left for it")
 	assert.Empty(t, e.nominationOf(held[0]).Ended, "the older nomination fits in what the foreign pod left")
+}
+
+// Issue 30: kube-scheduler is the judge of whether a nominated pod still fits its claim's node.
+// Here the node, once its startup taint is lifted, holds a pod the nominated one is anti-affine
+// to (by hostname): kube-scheduler tries the pod there and cannot place it, and the leader ends
+// the nomination at once (the grace, 10 min, cannot be what ends it), saying why; offered again,
+// the pod gets a claim of its own.
+func TestNominationEndsWhenKubeSchedulerCannotPlaceThePod(t *testing.T) {
+	e := newEnv(t, "sched-refused", v1Example)
+	e.start("refused", "--nomination-grace", "10m")
+	anti := e.pendingPods("anti", 1, "1", antiAffine("anti"))
+	e.takingClaim("refused-claim", "refused-node", map[string]string{"app": "anti"})
+	e.nominateTo(anti, "refused-claim", time.Now().UTC().Add(-30*time.Second))
+	e.untaint("refused-node")
+
+	require.Eventually(t, func() bool { return e.nominationOf(anti[0]).Ended != "" }, time.Minute, 100*time.Millisecond,
+		"the nomination of the pod kube-scheduler cannot place on the node is ended before the grace")
+	assert.Contains(t, e.nominationOf(anti[0]).Ended, "kube-scheduler tried it on its node refused-node (nodeclaim/refused-claim) once the node took pods, and could not place it there")
+
+	e.publishBatch("refused-1", e.refresh(anti))
+	require.Eventually(t, func() bool {
+		n := e.nominationOf(anti[0])
+		return n.Claim != "" && n.Claim != "refused-claim" && n.Ended == ""
+	}, time.Minute, 100*time.Millisecond, "offered again, the pod is nominated to a claim of its own")
+}
+
+// Issue 30: a node whose claim says it is initialized, but that still carries a startup taint,
+// is not yet one kube-scheduler can judge the pod on: its refusals (the taint, in its message)
+// do not end the nomination.
+func TestNominationHoldsWhileItsNodeIsTainted(t *testing.T) {
+	e := newEnv(t, "sched-tainted", v1Example)
+	e.start("tainted", "--nomination-grace", "10m", "--nomination-check", "200ms")
+	anti := e.pendingPods("anti", 1, "1", antiAffine("anti"))
+	e.takingClaim("tainted-claim", "tainted-node", map[string]string{"app": "anti"})
+	e.nominateTo(anti, "tainted-claim", time.Now().UTC().Add(-30*time.Second))
+
+	require.Eventually(t, func() bool {
+		for _, c := range e.refresh(anti)[0].Status.Conditions {
+			if c.Type == corev1.PodScheduled && strings.Contains(c.Message, startupTaint.Key) {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 100*time.Millisecond, "kube-scheduler tries the pod with the tainted node there, and refuses it")
+	require.Never(t, func() bool { return e.nominationOf(anti[0]).Ended != "" }, 5*time.Second, 100*time.Millisecond,
+		"the nomination holds while the node carries its startup taint")
+	assert.Equal(t, "tainted-claim", e.nominatedTo(anti[0]))
+}
+
+// startupTaint is the claims' startup taint in the tests of kube-scheduler's refusals.
+var startupTaint = corev1.Taint{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}
+
+// antiAffine makes a pod that no pod labelled app=app may share a node with (its own pods
+// included).
+func antiAffine(app string) func(*corev1.PodSpec) {
+	return func(s *corev1.PodSpec) {
+		s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}, TopologyKey: corev1.LabelHostname}}}}
+	}
+}
+
+// takingClaim makes the claim and its node as kube-scheduler sees one the
+// launcher has linked: played by kwok (Ready), labelled with its hostname, carrying the claim's
+// startup taint, and already running a pod labelled with the given labels. The claim says its
+// node is initialized.
+func (e *env) takingClaim(claim, node string, labels map[string]string) {
+	e.t.Helper()
+	e.createClaim(claim, true, func(nc *karpv1.NodeClaim) { nc.Spec.StartupTaints = []corev1.Taint{startupTaint} })
+	rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}, Labels: map[string]string{
+		karpv1.NodePoolLabelKey: "default", corev1.LabelInstanceTypeStable: "t4g.xlarge", corev1.LabelTopologyZone: "us-east-1a", corev1.LabelHostname: node,
+		karpv1.CapacityTypeLabelKey: "on-demand", corev1.LabelArchStable: "arm64", corev1.LabelOSStable: "linux"}},
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{startupTaint}},
+		Status: corev1.NodeStatus{Capacity: rl, Allocatable: rl}}
+	_, err := e.kube.CoreV1().Nodes().Create(e.ctx, n, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	e.t.Cleanup(func() { _ = e.kube.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
+	bound := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: node + "-tenant", Namespace: e.ns, Labels: labels}, Spec: corev1.PodSpec{
+		NodeName: node, Tolerations: []corev1.Toleration{{Key: startupTaint.Key, Operator: corev1.TolerationOpExists}},
+		Containers: []corev1.Container{{Name: "c", Image: "pause"}}}}
+	_, err = e.kube.CoreV1().Pods(e.ns).Create(e.ctx, bound, metav1.CreateOptions{})
+	require.NoError(e.t, err)
+	require.Eventually(e.t, func() bool {
+		got, err := e.kube.CoreV1().Nodes().Get(e.ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	}, time.Minute, 100*time.Millisecond, "kwok makes node %s Ready", node)
+	e.updateClaimStatus(claim, func(cur *karpv1.NodeClaim) {
+		cur.Status.NodeName = node
+		cur.SetCondition(metav1.Condition{Type: karpv1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized",
+			LastTransitionTime: metav1.Now()})
+	})
+}
+
+// untaint lifts the node's taints, as the agent that owns a startup taint does.
+func (e *env) untaint(node string) {
+	e.t.Helper()
+	_, err := e.kube.CoreV1().Nodes().Patch(e.ctx, node, types.MergePatchType, []byte(`{"spec":{"taints":null}}`), metav1.PatchOptions{})
+	require.NoError(e.t, err)
 }

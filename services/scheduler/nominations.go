@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	karpv1 "github.com/fleetwright/fleetwright/pkg/apis/karpenter/v1"
 	"github.com/fleetwright/fleetwright/pkg/podproj"
 	"github.com/fleetwright/fleetwright/pkg/scheduling"
 )
@@ -25,7 +26,9 @@ import (
 // fit. Waiting out the nomination grace would cost a round of it per node; instead, for each
 // initialized claim, the pods still nominated to it are fitted, oldest nomination first, into
 // what its bound pods leave of the node's allocatable, and those that do not fit are marked
-// ended on the claim (PodNomination.Ended, with the reason). pod-watcher offers them again at
+// ended on the claim (PodNomination.Ended, with the reason); so are those that fit its room but
+// that kube-scheduler tried on the node, once it took pods, and could not place (refusedOn:
+// anti-affinity, topology spread, affinity against the pods placed there). pod-watcher offers them again at
 // once, and their next solve counts the room the node really has. On every claim, the record of
 // a pod that is gone, bound or finished, or nominated since to another claim, is removed, so a
 // long-lived claim does not collect one per pod it ever waited for. Each claim costs at most one
@@ -42,16 +45,24 @@ func (s *scheduler) endUnfulfillable(ctx context.Context) error {
 		var misfit podproj.Misfit
 		misfitted := false
 		if node, ok := s.cluster.Node(c.NodeName); ok && !c.ReadyAt.IsZero() {
-			overflow := s.overflow(node, s.liveNominations(c.Name))
+			live := s.liveNominations(c.Name)
+			overflow := s.overflow(node, live)
 			misfit, misfitted = s.misfitFor(nc, node, overflow)
-			for _, pod := range overflow {
+			for _, pod := range live {
 				n, ok := s.cluster.NominationOn(nc, string(pod.UID))
 				if !ok {
 					continue // nominated moments ago, not cached yet: the next round
 				}
-				n.Ended = fmt.Sprintf("its node %s (nodeclaim/%s) has no room left for it: kube-scheduler placed other pods there", node.Name, c.Name)
-				if misfitted && slices.Contains(misfit.Workloads, podproj.WorkloadOf(pod)) {
+				switch {
+				case misfitted && slices.Contains(overflow, pod) && slices.Contains(misfit.Workloads, podproj.WorkloadOf(pod)):
 					n.Ended = fmt.Sprintf("nodeclaim/%s was launched for it, but %s", c.Name, misfit.Why)
+				case slices.Contains(overflow, pod):
+					n.Ended = fmt.Sprintf("its node %s (nodeclaim/%s) has no room left for it: kube-scheduler placed other pods there", node.Name, c.Name)
+				case s.refusedOn(nc, node, pod, n):
+					n.Ended = fmt.Sprintf("kube-scheduler tried it on its node %s (nodeclaim/%s) once the node took pods, and could not place it there "+
+						"(an affinity, anti-affinity or topology spread constraint against the pods placed there: see the pod's PodScheduled condition)", node.Name, c.Name)
+				default:
+					continue
 				}
 				edits = append(edits, nominationEdit{uid: n.UID, was: nc.Annotations[podproj.NominationKey(n.UID)], now: &n})
 				ended++
@@ -78,6 +89,19 @@ func (s *scheduler) endUnfulfillable(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// refusedOn reports whether kube-scheduler tried the nominated pod with the claim's node up for
+// it, and could not place it: the node takes pods (takesPods) and the pod's Unschedulable
+// condition was rewritten after the node last changed in what kube-scheduler filters on, and
+// after the nomination (whose record keeps whole seconds: a second later, to be sure). That
+// rewrite comes from an attempt that saw the node as it is: kube-scheduler writes a failure before
+// its next attempt, and when the node became able to take pods it moved the pod back into its
+// queue, so a failure it judged on the node before that is followed by one judged after (the
+// node's reason in the message changed). The room the node has is the overflow's to judge; this
+// catches what it does not: anti-affinity, topology spread, affinity to the pods placed there.
+func (s *scheduler) refusedOn(nc *karpv1.NodeClaim, node *corev1.Node, pod *corev1.Pod, n podproj.PodNomination) bool {
+	return takesPods(nc, node) && s.attempts.refusedSince(pod.UID, node.Name, n.At.Add(time.Second))
 }
 
 // nominationCheckGap is the least time between the end of a nomination check and one a change

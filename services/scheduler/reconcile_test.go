@@ -56,7 +56,7 @@ func (e *env) leftByDeadLeader(name string) karpv1.NodeClaim {
 
 // createClaim writes a NodeClaim of the default pool, as the scheduler would have, optionally
 // marked Launched.
-func (e *env) createClaim(name string, launched bool) karpv1.NodeClaim {
+func (e *env) createClaim(name string, launched bool, mutate ...func(*karpv1.NodeClaim)) karpv1.NodeClaim {
 	nc := &karpv1.NodeClaim{
 		TypeMeta:   metav1.TypeMeta{APIVersion: karpv1.SchemeGroupVersion.String(), Kind: "NodeClaim"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{karpv1.NodePoolLabelKey: "default"}},
@@ -69,6 +69,9 @@ func (e *env) createClaim(name string, launched bool) karpv1.NodeClaim {
 			},
 			Resources: karpv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
 		},
+	}
+	for _, m := range mutate {
+		m(nc)
 	}
 	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(nc)
 	require.NoError(e.t, err)

@@ -40,6 +40,7 @@ type scheduler struct {
 	claims          dynamic.NamespaceableResourceInterface
 	now             func() time.Time
 	podEvents       *lastPodEvents
+	attempts        *kubeAttempts // kube-scheduler's refusals of pods, for the nomination check
 	// checkNominations starts the nomination check on a change of what it reads.
 	checkNominations *service.Trigger
 	pending          *pendingCommand // the leader's disruption command waiting to be validated again
@@ -84,6 +85,14 @@ func serve(ctx context.Context, cfg config, rt *service.Runtime) error {
 	s.checkNominations = service.NewTrigger(min(nominationCheckGap, cfg.NominationCheck))
 	if err := cl.OnChange(s.checkNominations.Kick, cl.NodeClaims, cl.Nodes, cl.Pods); err != nil {
 		return err
+	}
+	// kube-scheduler's refusals, for the nomination check (it kicks the check once it has them).
+	s.attempts = newKubeAttempts(s.now, s.checkNominations.Kick)
+	if _, err := cl.Pods.AddEventHandler(s.attempts.podHandler()); err != nil {
+		return fmt.Errorf("watching pods: %w", err)
+	}
+	if _, err := cl.Nodes.AddEventHandler(s.attempts.nodeHandler()); err != nil {
+		return fmt.Errorf("watching nodes: %w", err)
 	}
 	rt.Admin.AddReadiness("informers", cl.Ready)
 	return s.run(ctx)
