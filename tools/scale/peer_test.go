@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,15 +45,7 @@ func TestPeerRunHundredPods(t *testing.T) {
 	ps := PeerStack{
 		Kubeconfig: s.Cluster.Kubeconfig,
 		Kubectl: func(ctx context.Context, stdin []byte, args ...string) (string, error) {
-			cmd := exec.CommandContext(ctx, s.Cluster.Kubectl(), append([]string{"--kubeconfig", s.Cluster.Kubeconfig}, args...)...)
-			if stdin != nil {
-				cmd.Stdin = bytes.NewReader(stdin)
-			}
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				return string(out), fmt.Errorf("kubectl %v: %w\n%s", args, err, out)
-			}
-			return string(out), nil
+			return kubectl(ctx, map[string]string{"KUBECONFIG": s.Cluster.Kubeconfig, "PATH": filepath.Dir(s.Cluster.Kubectl())}, stdin, args...)
 		},
 		Hold: func(ctx context.Context) error {
 			for _, svc := range services {
